@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* zr_util.h - small helpers shared by the engine and the daemon. */
+#ifndef ZR_UTIL_H
+#define ZR_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ZR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ZR_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ZR_UNUSED __attribute__((unused))
+#define ZR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ZR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Relaxed atomic counters: statistics are read without any lock. */
+#define zr_stat_add(p, v) __atomic_add_fetch((p), (v), __ATOMIC_RELAXED)
+#define zr_stat_sub(p, v) __atomic_sub_fetch((p), (v), __ATOMIC_RELAXED)
+#define zr_stat_read(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define zr_stat_set(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+/** Monotonic clock in milliseconds. */
+uint64_t zr_now_ms(void);
+
+/** Monotonic clock in nanoseconds. */
+uint64_t zr_now_ns(void);
+
+/**
+ * zr_parse_size() - parse "123", "64k", "1.5G", "25%" (of @ram_bytes) into
+ * bytes. Suffixes k, m, g, t (powers of 1024), case-insensitive, optional
+ * trailing "b"/"iB".
+ * @return 0, or -EINVAL when @s is not such a number, -ERANGE on overflow.
+ */
+int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out);
+
+/**
+ * zr_parse_duration_ms() - parse "30", "30s", "500ms", "2m" into
+ * milliseconds (a bare number is seconds).
+ * @return 0 or -EINVAL/-ERANGE.
+ */
+int zr_parse_duration_ms(const char *s, uint64_t *out);
+
+/** Physical RAM in bytes (sysconf). */
+uint64_t zr_ram_bytes(void);
+
+/** Format @bytes as "1.5G" style into @buf (size @len). @return @buf. */
+char *zr_human_size(uint64_t bytes, char *buf, size_t len);
+
+/* Logging: to stderr, or syslog once zr_log_use_syslog() was called. */
+enum zr_log_level { ZR_LOG_ERR = 3, ZR_LOG_WARNING = 4, ZR_LOG_INFO = 6, ZR_LOG_DEBUG = 7 };
+void zr_log_use_syslog(const char *ident);
+void zr_log_set_level(enum zr_log_level level);
+void zr_log(enum zr_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif /* ZR_UTIL_H */
