@@ -1,2 +1,774 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-int main(void) { return 0; }
+/* zramfsctl.c - list zramfs mounts, print their statistics, send control commands.
+ *
+ * The daemon exports everything through a hidden directory ".zramfs" at the
+ * mount root: "stats" and "config" are "name value" lines, "control" takes
+ * one command per write. This tool only reads and writes those files; it
+ * finds the mounts in /proc/self/mountinfo (fstype "fuse.zramfs"). For the
+ * tests, the undocumented variable ZRAMFSCTL_MOUNTINFO names another file
+ * to read the mount table from.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zr_util.h"
+
+#define ZR_FSTYPE "fuse.zramfs"
+#define ZR_CTLDIR ".zramfs"
+
+/* Exit statuses. */
+enum { EXIT_OK = 0, EXIT_ERR = 1, EXIT_USAGE = 2 };
+
+/* One "name value" line of stats or config. */
+struct zr_kv {
+	char *name;  /* first word of the line */
+	char *value; /* rest of the line, without the newline */
+};
+
+/* The lines of one file, in file order. */
+struct zr_kvlist {
+	struct zr_kv *v; /* array of n entries */
+	size_t n;        /* entries used */
+};
+
+/* One zramfs mount with what its control files said. */
+struct zr_mount {
+	char *mnt;               /* mount point, unescaped */
+	char *source;            /* mountinfo source (the backing directory) */
+	struct zr_kvlist stats;  /* .zramfs/stats */
+	struct zr_kvlist config; /* .zramfs/config */
+};
+
+/* Command-line flags. */
+static bool opt_json;  /* --json */
+static bool opt_bytes; /* --bytes */
+static bool opt_stats; /* --stats */
+
+static void die_oom(void)
+{
+	fputs("zramfsctl: out of memory\n", stderr);
+	exit(EXIT_ERR);
+}
+
+static char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		die_oom();
+	return p;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n);
+	if (!p)
+		die_oom();
+	return p;
+}
+
+/* Destructor of a kvlist filled by read_kv(); accepts an empty list. */
+static void kv_free(struct zr_kvlist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].name);
+		free(l->v[i].value);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/**
+ * read_kv() - read "name value" lines of @path into @l (freed with kv_free()).
+ * Blank lines are skipped; a line without a value gets "".
+ * @return 0, or -errno when the file cannot be read.
+ */
+static int read_kv(const char *path, struct zr_kvlist *l)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	FILE *f = fopen(path, "re");
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	errno = 0;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		char *sp;
+
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if (len == 0)
+			continue;
+		sp = strchr(line, ' ');
+		if (sp)
+			*sp++ = '\0';
+		l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+		l->v[l->n].name = xstrdup(line);
+		l->v[l->n].value = xstrdup(sp ? sp : "");
+		l->n++;
+	}
+	if (ferror(f))
+		rc = errno ? -errno : -EIO;
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/* The value of @name in @l, or NULL. */
+static const char *kv_get(const struct zr_kvlist *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i].name, name) == 0)
+			return l->v[i].value;
+	return NULL;
+}
+
+/* The unsigned value of @name in @l; false when absent or not a number. */
+static bool kv_u64(const struct zr_kvlist *l, const char *name, uint64_t *out)
+{
+	const char *s = kv_get(l, name);
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* Decode the octal escapes (\040 for a space) of a mountinfo field in place. */
+static void unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; ) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' &&
+		    r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 4;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+}
+
+/* Destructor of the array built by read_mounts(); accepts NULL. */
+static void mounts_free(struct zr_mount *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(m[i].mnt);
+		free(m[i].source);
+		kv_free(&m[i].stats);
+		kv_free(&m[i].config);
+	}
+	free(m);
+}
+
+/**
+ * read_mounts() - every mount of the mount table, in table order.
+ * @all: when false, only the zramfs ones.
+ * @zr: set to the fstype match of each entry (array of *@n, freed by caller),
+ *      or NULL when @all is false.
+ * Line format: "id parent maj:min root MOUNTPOINT opts [optional...] - FSTYPE SOURCE superopts".
+ * @return 0 with *@out (free with mounts_free()) and *@n set, or -errno.
+ */
+static int read_mounts(bool all, struct zr_mount **out, bool **zr, size_t *n)
+{
+	const char *path = getenv("ZRAMFSCTL_MOUNTINFO");
+	char *line = NULL;
+	size_t cap = 0;
+	struct zr_mount *m = NULL;
+	bool *is_zr = NULL;
+	size_t cnt = 0;
+	FILE *f;
+
+	if (!path || !*path)
+		path = "/proc/self/mountinfo";
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) >= 0) {
+		char *field[64], *save = NULL, *tok;
+		size_t nf = 0, sep = 0;
+
+		for (tok = strtok_r(line, " \n", &save); tok && nf < ZR_ARRAY_SIZE(field);
+		     tok = strtok_r(NULL, " \n", &save))
+			field[nf++] = tok;
+		for (size_t i = 6; i < nf; i++) {
+			if (strcmp(field[i], "-") == 0) {
+				sep = i;
+				break;
+			}
+		}
+		if (sep == 0 || sep + 2 >= nf)
+			continue; /* not a mountinfo line */
+		bool match = strcmp(field[sep + 1], ZR_FSTYPE) == 0;
+		if (!all && !match)
+			continue;
+		m = xrealloc(m, (cnt + 1) * sizeof(*m));
+		is_zr = xrealloc(is_zr, (cnt + 1) * sizeof(*is_zr));
+		memset(&m[cnt], 0, sizeof(*m));
+		m[cnt].mnt = xstrdup(field[4]);
+		m[cnt].source = xstrdup(field[sep + 2]);
+		unescape_octal(m[cnt].mnt);
+		unescape_octal(m[cnt].source);
+		is_zr[cnt] = match;
+		cnt++;
+	}
+	free(line);
+	fclose(f);
+	*out = m;
+	*n = cnt;
+	if (zr)
+		*zr = is_zr;
+	else
+		free(is_zr);
+	return 0;
+}
+
+/**
+ * find_mount() - the zramfs mount whose mount point is @arg.
+ * The last entry of the table at that path is the visible one; it must be
+ * a zramfs mount. Prints the problem itself.
+ * @return 0 with *@out filled (mnt and source only), or -1.
+ */
+static int find_mount(const char *arg, struct zr_mount *out)
+{
+	char *canon = realpath(arg, NULL);
+	int rp_errno = canon ? 0 : errno;
+	struct zr_mount *m;
+	bool *zr;
+	size_t n, found = SIZE_MAX;
+	int rc;
+
+	if (!canon) {
+		/* A dead FUSE mount fails stat(): still look it up as written. */
+		size_t len = strlen(arg);
+
+		canon = xstrdup(arg);
+		while (len > 1 && canon[len - 1] == '/')
+			canon[--len] = '\0';
+	}
+	rc = read_mounts(true, &m, &zr, &n);
+	if (rc < 0) {
+		fprintf(stderr, "zramfsctl: cannot read the mount table: %s\n", strerror(-rc));
+		free(canon);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(m[i].mnt, canon) == 0)
+			found = i;
+	if (found != SIZE_MAX && zr[found]) {
+		out->mnt = m[found].mnt;
+		out->source = m[found].source;
+		m[found].mnt = m[found].source = NULL;
+		rc = 0;
+	} else if (found == SIZE_MAX && rp_errno && access(arg, F_OK) != 0) {
+		fprintf(stderr, "zramfsctl: %s: %s\n", arg, strerror(rp_errno));
+		rc = -1;
+	} else {
+		fprintf(stderr, "zramfsctl: not a zramfs mount: %s\n", arg);
+		rc = -1;
+	}
+	mounts_free(m, n);
+	free(zr);
+	free(canon);
+	return rc;
+}
+
+/* Path of @file in the control directory of @mnt (free with free()). */
+static char *ctl_path(const char *mnt, const char *file)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/" ZR_CTLDIR "/%s", mnt, file) < 0)
+		die_oom();
+	return p;
+}
+
+/**
+ * load_mount() - read stats and config of @m. Prints the problem itself.
+ * @return 0 or -1.
+ */
+static int load_mount(struct zr_mount *m)
+{
+	static const char *const files[] = { "stats", "config" };
+	struct zr_kvlist *dst[] = { &m->stats, &m->config };
+
+	for (size_t i = 0; i < ZR_ARRAY_SIZE(files); i++) {
+		char *p = ctl_path(m->mnt, files[i]);
+		int rc = read_kv(p, dst[i]);
+
+		if (rc < 0) {
+			fprintf(stderr, "zramfsctl: cannot read %s: %s\n", p, strerror(-rc));
+			free(p);
+			return -1;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+/* True for the statistics that count bytes (the others count events or blocks). */
+static bool is_byte_stat(const char *name)
+{
+	size_t len = strlen(name);
+
+	return strncmp(name, "bytes_", 6) == 0 || strcmp(name, "budget") == 0 ||
+	       strncmp(name, "mem_used_", 9) == 0 ||
+	       (len > 5 && strcmp(name + len - 5, "_size") == 0) ||
+	       (len > 6 && strcmp(name + len - 6, "_bytes") == 0);
+}
+
+/* Format a byte count as --bytes asks into @buf. @return @buf. */
+static char *fmt_size(uint64_t v, char *buf, size_t len)
+{
+	if (opt_bytes)
+		snprintf(buf, len, "%" PRIu64, v);
+	else
+		zr_human_size(v, buf, len);
+	return buf;
+}
+
+/* --- output: table ----------------------------------------------------- */
+
+enum { COL_MNT, COL_BACKING, COL_ALGO, COL_BLKSZ, COL_SIZE, COL_DATA, COL_COMPR,
+       COL_TOTAL, COL_RATIO, COL_DIRTY, NCOLS };
+
+static const char *const col_name[NCOLS] = {
+	"MOUNTPOINT", "BACKING", "ALGORITHM", "BLKSZ", "SIZE", "DATA", "COMPR",
+	"TOTAL", "RATIO", "DIRTY",
+};
+
+/* A stat or config number formatted as a size, "-" when the daemon did not give it. */
+static char *cell_size(const struct zr_kvlist *l, const char *name)
+{
+	char buf[32];
+	uint64_t v;
+
+	return xstrdup(kv_u64(l, name, &v) ? fmt_size(v, buf, sizeof(buf)) : "-");
+}
+
+/* Fill the cells of one table row for @m (each cell freed by the caller). */
+static void table_row(const struct zr_mount *m, char *cell[NCOLS])
+{
+	const char *backing = kv_get(&m->config, "backing");
+	const char *comp = kv_get(&m->config, "comp");
+	const char *cold = kv_get(&m->config, "cold_comp");
+	uint64_t orig, compr, dirty, bs;
+	char buf[64];
+
+	cell[COL_MNT] = xstrdup(m->mnt);
+	cell[COL_BACKING] = xstrdup(backing ? backing : m->source);
+	snprintf(buf, sizeof(buf), "%s/%s", comp ? comp : "-", cold ? cold : "-");
+	cell[COL_ALGO] = xstrdup(buf);
+	cell[COL_BLKSZ] = cell_size(&m->config, "block_size");
+	cell[COL_SIZE] = cell_size(&m->stats, "budget");
+	cell[COL_DATA] = cell_size(&m->stats, "orig_data_size");
+	cell[COL_COMPR] = cell_size(&m->stats, "compr_data_size");
+	cell[COL_TOTAL] = cell_size(&m->stats, "mem_used_total");
+	if (kv_u64(&m->stats, "orig_data_size", &orig) &&
+	    kv_u64(&m->stats, "compr_data_size", &compr) && compr > 0)
+		snprintf(buf, sizeof(buf), "%.2f", (double)orig / (double)compr);
+	else
+		snprintf(buf, sizeof(buf), "-");
+	cell[COL_RATIO] = xstrdup(buf);
+	if (kv_u64(&m->stats, "blocks_dirty", &dirty) &&
+	    kv_u64(&m->config, "block_size", &bs))
+		cell[COL_DIRTY] = xstrdup(fmt_size(dirty * bs, buf, sizeof(buf)));
+	else
+		cell[COL_DIRTY] = xstrdup("-");
+}
+
+/* Print @n mounts as a zramctl-like table: text columns left, numbers right. */
+static void print_table(const struct zr_mount *m, size_t n)
+{
+	char *(*rows)[NCOLS] = calloc(n ? n : 1, sizeof(*rows));
+	int width[NCOLS];
+
+	if (!rows)
+		die_oom();
+	for (int c = 0; c < NCOLS; c++)
+		width[c] = (int)strlen(col_name[c]);
+	for (size_t r = 0; r < n; r++) {
+		table_row(&m[r], rows[r]);
+		for (int c = 0; c < NCOLS; c++)
+			width[c] = ZR_MAX(width[c], (int)strlen(rows[r][c]));
+	}
+	for (size_t r = 0; r <= n; r++) {
+		for (int c = 0; c < NCOLS; c++) {
+			const char *s = r == 0 ? col_name[c] : rows[r - 1][c];
+			bool left = c <= COL_ALGO;
+
+			if (c == NCOLS - 1)
+				printf("%*s", width[c], s); /* a number: no trailing blanks */
+			else
+				printf(left ? "%-*s " : "%*s ", width[c], s);
+		}
+		putchar('\n');
+	}
+	for (size_t r = 0; r < n; r++)
+		for (int c = 0; c < NCOLS; c++)
+			free(rows[r][c]);
+	free(rows);
+}
+
+/* --stats: one statistic a line, name, value and (for bytes) human value. */
+static void print_stats(const struct zr_mount *m)
+{
+	for (size_t i = 0; i < m->stats.n; i++) {
+		const struct zr_kv *kv = &m->stats.v[i];
+		char buf[32];
+		uint64_t v;
+
+		if (!opt_bytes && is_byte_stat(kv->name) && kv_u64(&m->stats, kv->name, &v))
+			printf("%-22s %20s  %s\n", kv->name, kv->value,
+			       zr_human_size(v, buf, sizeof(buf)));
+		else
+			printf("%-22s %20s\n", kv->name, kv->value);
+	}
+}
+
+/* --- output: JSON ------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at @s, or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t len;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (s[0] == 0xe0) lo = 0xa0;  /* overlong */
+	if (s[0] == 0xed) hi = 0x9f;  /* surrogates */
+	if (s[0] == 0xf0) lo = 0x90;  /* overlong */
+	if (s[0] == 0xf4) hi = 0x8f;  /* above U+10FFFF */
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* Print @s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
+static void json_string(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putchar('"');
+	while (*p) {
+		size_t len = utf8_len(p);
+
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else if (len == 0)
+			fputs("\\ufffd", stdout);
+		else
+			fwrite(p, 1, len, stdout);
+		p += len ? len : 1;
+	}
+	putchar('"');
+}
+
+/* True when @s is a JSON integer: -?(0|[1-9][0-9]*). */
+static bool is_json_int(const char *s)
+{
+	if (*s == '-')
+		s++;
+	if (*s == '0')
+		return s[1] == '\0';
+	if (*s < '1' || *s > '9')
+		return false;
+	while (*s >= '0' && *s <= '9')
+		s++;
+	return *s == '\0';
+}
+
+/* Print one "name": value member; integers as numbers, the rest as strings. */
+static void json_member(const char *name, const char *value, bool *first)
+{
+	printf("%s\n    ", *first ? "" : ",");
+	*first = false;
+	json_string(name);
+	fputs(": ", stdout);
+	if (is_json_int(value))
+		fputs(value, stdout);
+	else
+		json_string(value);
+}
+
+/* Print @n mounts as a JSON list of flat objects: mountpoint, config, stats, ratio. */
+static void print_json(const struct zr_mount *m, size_t n)
+{
+	putchar('[');
+	for (size_t i = 0; i < n; i++) {
+		uint64_t orig, compr;
+		bool first = true;
+		char buf[32];
+
+		printf("%s\n  {", i ? "," : "");
+		json_member("mountpoint", m[i].mnt, &first);
+		for (size_t k = 0; k < m[i].config.n; k++)
+			json_member(m[i].config.v[k].name, m[i].config.v[k].value, &first);
+		for (size_t k = 0; k < m[i].stats.n; k++)
+			if (!kv_get(&m[i].config, m[i].stats.v[k].name))
+				json_member(m[i].stats.v[k].name, m[i].stats.v[k].value, &first);
+		if (kv_u64(&m[i].stats, "orig_data_size", &orig) &&
+		    kv_u64(&m[i].stats, "compr_data_size", &compr) && compr > 0)
+			snprintf(buf, sizeof(buf), "%.2f", (double)orig / (double)compr);
+		else
+			snprintf(buf, sizeof(buf), "null");
+		printf(",\n    \"ratio\": %s\n  }", buf);
+	}
+	printf("%s]\n", n ? "\n" : "");
+}
+
+/* --- commands ---------------------------------------------------------- */
+
+/**
+ * send_command() - write @cmd (and a newline, as echo does) to the control
+ * file of @mnt in one write. Prints the problem itself.
+ * @return 0 or -1.
+ */
+static int send_command(const char *mnt, const char *cmd)
+{
+	char *path = ctl_path(mnt, "control");
+	char *line;
+	int fd, err = 0;
+	ssize_t w;
+
+	if (asprintf(&line, "%s\n", cmd) < 0)
+		die_oom();
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "zramfsctl: cannot open %s: %s\n", path, strerror(errno));
+		free(path);
+		free(line);
+		return -1;
+	}
+	w = write(fd, line, strlen(line));
+	if (w < 0)
+		err = errno;
+	else if ((size_t)w != strlen(line))
+		err = EIO;
+	if (close(fd) < 0 && !err)
+		err = errno;
+	if (err)
+		fprintf(stderr, "zramfsctl: %s: '%s' failed: %s\n", mnt, cmd, strerror(err));
+	free(path);
+	free(line);
+	return err ? -1 : 0;
+}
+
+/* Check one "name=value" of `set`; prints the problem. @return true if valid. */
+static bool valid_setting(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	uint64_t v;
+
+	if (eq && strncmp(arg, "size=", 5) == 0) {
+		if (zr_parse_size(eq + 1, zr_ram_bytes(), &v) == 0 && v > 0)
+			return true;
+		fprintf(stderr, "zramfsctl: bad size '%s' (bytes with k/m/g/t suffix, or N%%)\n",
+			eq + 1);
+	} else if (eq && strncmp(arg, "dirty_expire=", 13) == 0) {
+		if (zr_parse_duration_ms(eq + 1, &v) == 0)
+			return true;
+		fprintf(stderr, "zramfsctl: bad duration '%s' (e.g. 500ms, 30s, 2m)\n", eq + 1);
+	} else {
+		fprintf(stderr, "zramfsctl: cannot set '%s' (settable: size=, dirty_expire=)\n", arg);
+	}
+	return false;
+}
+
+static void usage(FILE *out)
+{
+	fputs("Usage: zramfsctl [--json] [--bytes] [MOUNTPOINT...]\n"
+	      "       zramfsctl --stats [--json] [--bytes] MOUNTPOINT\n"
+	      "       zramfsctl writeback MOUNTPOINT [all|idle|raw]\n"
+	      "       zramfsctl drop-clean MOUNTPOINT\n"
+	      "       zramfsctl compact MOUNTPOINT\n"
+	      "       zramfsctl set MOUNTPOINT size=SIZE|dirty_expire=DURATION...\n"
+	      "\n"
+	      "Without a mount point, list every zramfs mount.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -s, --stats     print every statistic of one mount, one a line\n"
+	      "  -j, --json      print a JSON list of objects (every stat and setting)\n"
+	      "  -b, --bytes     print sizes in bytes instead of 1.5G style\n"
+	      "  -h, --help      print this help and exit\n"
+	      "  -V, --version   print the version and exit\n"
+	      "\n"
+	      "Commands (written to MOUNTPOINT/.zramfs/control):\n"
+	      "  writeback   write dirty blocks back to the backing directory:\n"
+	      "              all (default), idle (not accessed lately), raw (incompressible)\n"
+	      "  drop-clean  drop every clean block from RAM\n"
+	      "  compact     compact the compressed pool\n"
+	      "  set         change size= (RAM budget) or dirty_expire= on the fly\n"
+	      "\n"
+	      "Exit status: 0 ok, 1 error, 2 usage error. See zramfsctl(8).\n", out);
+}
+
+/* Run a control subcommand: args[0] is the command word. @return exit status. */
+static int run_command(int argc, char **args)
+{
+	const char *cmd = args[0];
+	struct zr_mount m = { 0 };
+	int rc = EXIT_OK;
+
+	if (opt_json || opt_bytes || opt_stats) {
+		fprintf(stderr, "zramfsctl: %s takes no --json, --bytes or --stats\n", cmd);
+		return EXIT_USAGE;
+	}
+	if (argc < 2) {
+		fprintf(stderr, "zramfsctl: %s: missing MOUNTPOINT\n", cmd);
+		return EXIT_USAGE;
+	}
+	if (strcmp(cmd, "writeback") == 0) {
+		const char *what = argc > 2 ? args[2] : "all";
+
+		if (argc > 3 || (strcmp(what, "all") && strcmp(what, "idle") && strcmp(what, "raw"))) {
+			fprintf(stderr, "zramfsctl: writeback takes all, idle or raw\n");
+			return EXIT_USAGE;
+		}
+	} else if (strcmp(cmd, "set") == 0) {
+		if (argc < 3) {
+			fprintf(stderr, "zramfsctl: set: missing size=SIZE or dirty_expire=DURATION\n");
+			return EXIT_USAGE;
+		}
+		for (int i = 2; i < argc; i++)
+			if (!valid_setting(args[i]))
+				return EXIT_USAGE;
+	} else if (argc > 2) {
+		fprintf(stderr, "zramfsctl: %s takes only a MOUNTPOINT\n", cmd);
+		return EXIT_USAGE;
+	}
+	if (find_mount(args[1], &m) < 0)
+		return EXIT_ERR;
+	if (strcmp(cmd, "writeback") == 0) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "writeback %s", argc > 2 ? args[2] : "all");
+		rc = send_command(m.mnt, buf) ? EXIT_ERR : EXIT_OK;
+	} else if (strcmp(cmd, "set") == 0) {
+		for (int i = 2; i < argc && rc == EXIT_OK; i++)
+			rc = send_command(m.mnt, args[i]) ? EXIT_ERR : EXIT_OK;
+	} else {
+		rc = send_command(m.mnt, strcmp(cmd, "drop-clean") == 0 ? "drop_clean" : cmd)
+			? EXIT_ERR : EXIT_OK;
+	}
+	free(m.mnt);
+	free(m.source);
+	return rc;
+}
+
+/* Show the mounts named in @args (every zramfs mount when @argc is 0). */
+static int run_show(int argc, char **args)
+{
+	struct zr_mount *m = NULL;
+	size_t n = 0, shown = 0;
+	int status = EXIT_OK;
+
+	if (opt_stats && argc != 1) {
+		fputs("zramfsctl: --stats takes exactly one MOUNTPOINT\n", stderr);
+		return EXIT_USAGE;
+	}
+	if (argc == 0) {
+		int rc = read_mounts(false, &m, NULL, &n);
+
+		if (rc < 0) {
+			fprintf(stderr, "zramfsctl: cannot read the mount table: %s\n",
+				strerror(-rc));
+			return EXIT_ERR;
+		}
+	} else {
+		m = calloc((size_t)argc, sizeof(*m));
+		if (!m)
+			die_oom();
+		for (int i = 0; i < argc; i++) {
+			if (find_mount(args[i], &m[n]) < 0)
+				status = EXIT_ERR;
+			else
+				n++;
+		}
+	}
+	/* Keep the mounts that answer; a failing one is reported and skipped. */
+	for (size_t i = 0; i < n; i++) {
+		if (load_mount(&m[i]) < 0) {
+			status = EXIT_ERR;
+			continue;
+		}
+		if (shown != i) {
+			struct zr_mount tmp = m[shown];
+
+			m[shown] = m[i];
+			m[i] = tmp;
+		}
+		shown++;
+	}
+	if (opt_json)
+		print_json(m, shown);
+	else if (opt_stats && shown == 1)
+		print_stats(&m[0]);
+	else if (!opt_stats && shown > 0)
+		print_table(m, shown);
+	mounts_free(m, n);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "bytes", no_argument, NULL, 'b' },
+		{ "stats", no_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const commands[] = { "writeback", "drop-clean", "compact", "set" };
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jbshV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j': opt_json = true; break;
+		case 'b': opt_bytes = true; break;
+		case 's': opt_stats = true; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		case 'V': printf("zramfsctl %s\n", VERSION); return EXIT_OK;
+		default:
+			fputs("Try 'zramfsctl --help'.\n", stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		for (size_t i = 0; i < ZR_ARRAY_SIZE(commands); i++)
+			if (strcmp(argv[optind], commands[i]) == 0)
+				return run_command(argc - optind, argv + optind);
+	return run_show(argc - optind, argv + optind);
+}
