@@ -601,7 +601,8 @@ static bool valid_setting(const char *arg)
 			return true;
 		fprintf(stderr, "zramfsctl: bad duration '%s' (e.g. 500ms, 30s, 2m)\n", eq + 1);
 	} else {
-		fprintf(stderr, "zramfsctl: cannot set '%s' (settable: size=, dirty_expire=)\n", arg);
+		fprintf(stderr, "zramfsctl: cannot set '%s' (settable: size=, dirty_expire=)\n",
+			arg);
 	}
 	return false;
 }
@@ -652,13 +653,15 @@ static int run_command(int argc, char **args)
 	if (strcmp(cmd, "writeback") == 0) {
 		const char *what = argc > 2 ? args[2] : "all";
 
-		if (argc > 3 || (strcmp(what, "all") && strcmp(what, "idle") && strcmp(what, "raw"))) {
+		if (argc > 3 ||
+		    (strcmp(what, "all") && strcmp(what, "idle") && strcmp(what, "raw"))) {
 			fprintf(stderr, "zramfsctl: writeback takes all, idle or raw\n");
 			return EXIT_USAGE;
 		}
 	} else if (strcmp(cmd, "set") == 0) {
 		if (argc < 3) {
-			fprintf(stderr, "zramfsctl: set: missing size=SIZE or dirty_expire=DURATION\n");
+			fputs("zramfsctl: set: missing size=SIZE or dirty_expire=DURATION\n",
+			      stderr);
 			return EXIT_USAGE;
 		}
 		for (int i = 2; i < argc; i++)
