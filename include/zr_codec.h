@@ -60,12 +60,20 @@ void zr_codec_ctx_free(struct zr_codec_ctx *ctx);
 struct zr_codec_ctx *zr_codec_ctx_thread(void);
 
 /**
+ * zr_codec_ctx_thread_free() - free the calling thread's context now (a later
+ * zr_codec_ctx_thread() makes a new one). For the main thread, whose
+ * thread-exit destructors do not run when it returns from main().
+ */
+void zr_codec_ctx_thread_free(void);
+
+/**
  * zr_codec_compress() - compress @src into @dst.
  * @dst_cap: room in @dst. Passing less than @src_len makes the codec give up
  *   early on data that would not shrink below @dst_cap.
  * @return the compressed length (> 0), -ENOSPC when the result does not fit
  *   in @dst_cap (the caller stores the block raw), -EINVAL for a bad
- *   codec/level, -ENOMEM when a context could not be allocated.
+ *   codec/level or an empty @src, -ENOMEM when a context could not be
+ *   allocated. Level ranges are listed at the top of src/codec.c.
  */
 ssize_t zr_codec_compress(struct zr_codec_ctx *ctx, enum zr_codec_id id,
 			  int level, const void *src, size_t src_len,
@@ -83,7 +91,7 @@ ssize_t zr_codec_decompress(struct zr_codec_ctx *ctx, enum zr_codec_id id,
 
 /**
  * zr_codec_bound() - worst-case compressed size of @len bytes, for sizing a
- * buffer that never gets -ENOSPC.
+ * buffer that never gets -ENOSPC (0 when @len is too large for lz4).
  */
 size_t zr_codec_bound(enum zr_codec_id id, size_t len);
 

@@ -232,13 +232,39 @@ static void text_line(struct textbuf *t, uint64_t *st, unsigned indent)
 	tputs(t, kind < 5 ? ") {\n" : ";\n");
 }
 
+/* Lines remembered for repeating: code repeats whole statements. */
+#define TEXT_HISTORY 16
+#ifndef TEXT_REPEAT_PCT
+#define TEXT_REPEAT_PCT 45	/* % of lines that repeat a recent one */
+#endif
+
 static void fill_text(uint64_t *st, unsigned char *p, size_t len)
 {
 	struct textbuf t = { .p = p, .len = len, .pos = 0 };
-	unsigned indent = 1;
+	size_t hist_off[TEXT_HISTORY], hist_len[TEXT_HISTORY];
+	unsigned indent = 1, nhist = 0, nlines = 0;
 
 	while (t.pos < t.len) {
-		text_line(&t, st, indent);
+		size_t start = t.pos;
+
+		if (nhist && zr_datagen_below(st, 100) < TEXT_REPEAT_PCT) {
+			unsigned h = (unsigned)zr_datagen_below(st, nhist);
+
+			/* memmove: the copy stays inside one buffer */
+			size_t n = hist_len[h];
+
+			if (n > t.len - t.pos)
+				n = t.len - t.pos;
+			memmove(t.p + t.pos, t.p + hist_off[h], n);
+			t.pos += n;
+		} else {
+			text_line(&t, st, indent);
+			hist_off[nlines % TEXT_HISTORY] = start;
+			hist_len[nlines % TEXT_HISTORY] = t.pos - start;
+			nlines++;
+			if (nhist < TEXT_HISTORY)
+				nhist++;
+		}
 		switch (zr_datagen_below(st, 6)) {
 		case 0:
 			if (indent < 4)
@@ -281,16 +307,19 @@ static void fill_binary(uint64_t *st, unsigned char *p, size_t len)
 		size_t n = sizeof(r);
 
 		memset(&r, 0, sizeof(r));
+		r.id = id++;
+		if (zr_datagen_below(st, 8) == 0)
+			goto emit;	/* a free entry: all zero but its id */
 		r.type = (uint16_t)(1 + zr_datagen_below(st, 6));
 		r.flags = (uint16_t)(zr_datagen_below(st, 4) << 4);
-		r.count = (uint32_t)zr_datagen_below(st, 200);
+		r.count = (uint32_t)zr_datagen_below(st, 64);
 		r.ptr = regions[zr_datagen_below(st, 4)] +
-			(zr_datagen_below(st, 4096) << 4);
+			(zr_datagen_below(st, 1024) << 4);
 		r.len = (uint32_t)(zr_datagen_below(st, 3) == 0 ? 4096 :
 				   zr_datagen_below(st, 1024));
-		r.id = id++;
-		if (zr_datagen_below(st, 2))
+		if (zr_datagen_below(st, 4) == 0)
 			r.noise = zr_datagen_next(st);
+emit:
 		if (n > len - pos)
 			n = len - pos;
 		memcpy(p + pos, &r, n);
