@@ -1,4 +1,1518 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder */
+/* store.c - the compressed block store: sparse block maps, slots, budget, writeback, stats. */
 #include "config.h"
-int zr_placeholder_store;
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zr_codec.h"
+#include "zr_policy.h"
+#include "zr_store.h"
+#include "zr_util.h"
+#include "zr_zpool.h"
+
+/*
+ * Every file (inode) has a block map: a radix tree keyed by block index,
+ * like the kernel's xarray. Interior nodes have 64 children; leaves hold 16
+ * slots inline (384 bytes), so a small file costs one leaf and a hole costs
+ * nothing. The tree is as tall as its highest index needs: a block at index
+ * 2^40 costs one leaf and six interior nodes. Nodes and file records count
+ * as metadata against the budget.
+ *
+ * A slot is 24 bytes: the pool handle or the same-fill pattern, one info
+ * word (stored length, codec, flags) and the policy state. Stored length is
+ * the compressed length, block_size for a raw block, 0 for a same block.
+ *
+ * Lock ordering (outermost first):
+ *   1. st->reclaim_lock   one reclaimer at a time (make_room, reclaim)
+ *   2. f->io_lock         held around ops->writeback() of that file
+ *   3. st->files_lock     the list of files and the sweep cursor
+ *   4. f->lock            the file's map and slots, nblocks, ndirty, error
+ *   5. policy pool lock   the candidate pool (policy.c), taken under f->lock
+ *   6. zpool locks        inside zr_zpool_*()
+ * files_lock and f->lock are never held together in practice: the sweep
+ * takes a reference under files_lock and drops it before locking the file.
+ * ops->writeback() is called with only f->io_lock (and maybe reclaim_lock)
+ * held: under f->lock the run is decoded into a buffer and its slots marked
+ * UNDER_WB; the lock is dropped for the call; afterwards DIRTY is cleared
+ * only on slots still marked UNDER_WB (a rewrite or drop in between wins).
+ * zr_store_make_room() takes reclaim_lock and then io_lock/f->lock of any
+ * file, so a caller must hold no lock of any file when calling it.
+ *
+ * Statistics are relaxed atomics updated next to the change they count;
+ * zr_store_get_stats() reads them without a lock.
+ */
+
+#define LEAF_BITS 4
+#define LEAF_SLOTS (1u << LEAF_BITS)
+#define NODE_BITS 6
+#define NODE_SLOTS (1u << NODE_BITS)
+#define MAX_HEIGHT 10		/* 4 + 6 * 10 >= 64 bits of index */
+#define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
+#define WB_FAIL_LIMIT 4		/* failed writebacks before a reclaim pass skips dirty blocks */
+
+/* Info word: stored length (18 bits: up to a raw 128 KiB block), codec, flags. */
+#define INFO_LEN_BITS 18
+#define INFO_LEN_MASK ((1u << INFO_LEN_BITS) - 1)
+#define INFO_CODEC_SHIFT INFO_LEN_BITS
+#define INFO_CODEC_MASK 0x3u
+#define INFO_FLAG_SHIFT (INFO_CODEC_SHIFT + 2)
+
+struct zr_slot {
+	union {
+		uint32_t handle;	/* pool object (not SAME) */
+		uint64_t pattern;	/* fill pattern (SAME) */
+	} u;
+	uint32_t info;			/* length | codec | ZR_SLOT_* flags */
+	struct zr_pstate ps;		/* policy state */
+};
+_Static_assert(sizeof(struct zr_slot) <= 24, "a slot must stay within 24 bytes");
+_Static_assert(ZR_CODEC_COUNT <= 4, "codec id must fit in 2 bits");
+
+struct zr_leaf {
+	struct zr_slot slot[LEAF_SLOTS];
+};
+
+struct zr_inner {
+	unsigned count;			/* non-NULL children */
+	void *child[NODE_SLOTS];
+};
+
+struct zr_file {
+	struct zr_store *st;		/* immutable */
+	void *owner;			/* immutable, passed to ops->writeback */
+	unsigned refs;			/* atomic */
+	pthread_mutex_t io_lock;	/* serializes writeback of this file */
+	pthread_mutex_t lock;		/* protects everything below but the atomics */
+	void *root;			/* map root: a leaf when height == 0 */
+	unsigned height;		/* interior levels above the leaves */
+	uint64_t map_bytes;		/* bytes of nodes */
+	uint64_t nblocks;		/* present blocks; atomic reads */
+	uint64_t ndirty;		/* dirty blocks; atomic reads */
+	uint64_t dirty_since;		/* zr_now_ms() when ndirty became > 0; atomic reads */
+	int error;			/* sticky writeback error */
+	struct zr_file *prev, *next;	/* files_lock */
+};
+
+struct zr_store {
+	struct zr_store_config cfg;	/* immutable but cfg.budget (atomic) */
+	struct zr_store_ops ops;	/* immutable; writeback NULL when none */
+	void *ops_ctx;
+	struct zr_zpool *pool;
+	struct zr_policy *pol;
+	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
+	pthread_mutex_t files_lock;	/* protects the list and the cursor */
+	struct zr_file *head, *tail;	/* every live file */
+	struct zr_file *cursor;		/* sweep position: file ... */
+	uint64_t cursor_index;		/* ... and next block index in it */
+	uint64_t meta;			/* nodes + file records; atomic */
+	uint64_t nblocks;		/* present blocks of all files; atomic */
+	struct zr_stats s;		/* counters; atomic */
+};
+
+/* ---- helpers ---- */
+
+static inline unsigned slot_flags(const struct zr_slot *s)
+{
+	return s->info >> INFO_FLAG_SHIFT;
+}
+
+static inline uint32_t slot_len(const struct zr_slot *s)
+{
+	return s->info & INFO_LEN_MASK;
+}
+
+static inline enum zr_codec_id slot_codec(const struct zr_slot *s)
+{
+	return (enum zr_codec_id)((s->info >> INFO_CODEC_SHIFT) & INFO_CODEC_MASK);
+}
+
+static inline uint32_t make_info(uint32_t len, enum zr_codec_id c, unsigned flags)
+{
+	return len | ((uint32_t)c << INFO_CODEC_SHIFT) | (flags << INFO_FLAG_SHIFT);
+}
+
+static inline void slot_set_flags(struct zr_slot *s, unsigned set, unsigned clear)
+{
+	unsigned fl = (slot_flags(s) | set) & ~clear;
+
+	s->info = (s->info & ((1u << INFO_FLAG_SHIFT) - 1)) | (fl << INFO_FLAG_SHIFT);
+}
+
+static inline bool slot_has(const struct zr_slot *s, unsigned flag)
+{
+	return (slot_flags(s) & flag) != 0;
+}
+
+static void update_max(struct zr_store *st)
+{
+	uint64_t cur = zr_store_mem_used(st);
+	uint64_t old = zr_stat_read(&st->s.mem_used_max);
+
+	while (cur > old &&
+	       !__atomic_compare_exchange_n(&st->s.mem_used_max, &old, cur, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * Add (@sign 1) or remove (@sign -1) the slot's contribution to the
+ * counters of the store and the file. Caller holds f->lock. Every change of
+ * a slot's flags or contents is bracketed by account(-1) ... account(+1),
+ * which keeps the counters exact.
+ */
+static void account(struct zr_file *f, const struct zr_slot *s, int sign)
+{
+	struct zr_store *st = f->st;
+	unsigned fl = slot_flags(s);
+	uint64_t one = (uint64_t)sign;	/* wraps for -1: add of 2^64-1 == sub */
+	uint64_t *state;
+
+	zr_stat_add(&st->s.orig_data_size, one * st->cfg.block_size);
+	zr_stat_add(&st->nblocks, one);
+	zr_stat_add(&f->nblocks, one);
+	if (fl & ZR_SLOT_SAME)
+		state = &st->s.blocks_zero;
+	else if (fl & ZR_SLOT_RAW)
+		state = &st->s.blocks_raw;
+	else if (fl & ZR_SLOT_COLD)
+		state = &st->s.blocks_cold;
+	else
+		state = &st->s.blocks_hot;
+	zr_stat_add(state, one);
+	if (!(fl & ZR_SLOT_SAME))
+		zr_stat_add(&st->s.compr_data_size, one * slot_len(s));
+	if (fl & ZR_SLOT_DIRTY) {
+		zr_stat_add(&st->s.blocks_dirty, one);
+		if (sign > 0 && zr_stat_add(&f->ndirty, 1) == 1)
+			zr_stat_set(&f->dirty_since, zr_now_ms());
+		else if (sign < 0 && zr_stat_sub(&f->ndirty, 1) == 0)
+			zr_stat_set(&f->dirty_since, 0);
+	}
+}
+
+/* Per-thread scratch: two blocks (compression output, recompression input). */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_init(void)
+{
+	pthread_key_create(&scratch_key, free);
+}
+
+static uint8_t *scratch(void)
+{
+	uint8_t *p;
+
+	pthread_once(&scratch_once, scratch_init);
+	p = pthread_getspecific(scratch_key);
+	if (!p) {
+		p = malloc(2 * (size_t)ZR_BLOCK_MAX);
+		if (p && pthread_setspecific(scratch_key, p)) {
+			free(p);
+			p = NULL;
+		}
+	}
+	return p;
+}
+
+/* ---- the block map ---- */
+
+static uint64_t span_max(unsigned height)
+{
+	unsigned bits = LEAF_BITS + NODE_BITS * height;
+
+	return bits >= 64 ? UINT64_MAX : (1ull << bits) - 1;
+}
+
+static inline unsigned child_shift(unsigned height)
+{
+	return LEAF_BITS + NODE_BITS * (height - 1);
+}
+
+static void *node_alloc(struct zr_file *f, bool leaf)
+{
+	size_t size = leaf ? sizeof(struct zr_leaf) : sizeof(struct zr_inner);
+	void *p = calloc(1, size);
+
+	if (p) {
+		f->map_bytes += size;
+		zr_stat_add(&f->st->meta, size);
+		update_max(f->st);
+	}
+	return p;
+}
+
+static void node_free(struct zr_file *f, void *p, bool leaf)
+{
+	size_t size = leaf ? sizeof(struct zr_leaf) : sizeof(struct zr_inner);
+
+	f->map_bytes -= size;
+	zr_stat_sub(&f->st->meta, size);
+	free(p);
+}
+
+/* Slot of @idx, present or not, or NULL when its leaf does not exist. */
+static struct zr_slot *map_lookup(struct zr_file *f, uint64_t idx)
+{
+	void *n = f->root;
+	unsigned h;
+
+	if (!n || idx > span_max(f->height))
+		return NULL;
+	for (h = f->height; h > 0; h--) {
+		n = ((struct zr_inner *)n)->child[(idx >> child_shift(h)) & (NODE_SLOTS - 1)];
+		if (!n)
+			return NULL;
+	}
+	return &((struct zr_leaf *)n)->slot[idx & (LEAF_SLOTS - 1)];
+}
+
+static inline struct zr_slot *lookup_present(struct zr_file *f, uint64_t idx)
+{
+	struct zr_slot *s = map_lookup(f, idx);
+
+	return s && slot_has(s, ZR_SLOT_PRESENT) ? s : NULL;
+}
+
+/* Slot of @idx, creating the path to it. NULL when out of memory (call
+ * map_prune() then to free a half-built path). */
+static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
+{
+	void **link;
+	unsigned h;
+
+	if (!f->root) {
+		f->height = 0;
+		while (idx > span_max(f->height))
+			f->height++;
+	}
+	while (idx > span_max(f->height)) {
+		struct zr_inner *in = node_alloc(f, false);
+
+		if (!in)
+			return NULL;
+		in->child[0] = f->root;
+		in->count = 1;
+		f->root = in;
+		f->height++;
+	}
+	if (!f->root) {
+		f->root = node_alloc(f, f->height == 0);
+		if (!f->root)
+			return NULL;
+	}
+	link = &f->root;
+	for (h = f->height; h > 0; h--) {
+		struct zr_inner *in = *link;
+
+		link = &in->child[(idx >> child_shift(h)) & (NODE_SLOTS - 1)];
+		if (!*link) {
+			*link = node_alloc(f, h == 1);
+			if (!*link)
+				return NULL;
+			in->count++;
+		}
+	}
+	return &((struct zr_leaf *)*link)->slot[idx & (LEAF_SLOTS - 1)];
+}
+
+static bool leaf_empty(const struct zr_leaf *l)
+{
+	unsigned i;
+
+	for (i = 0; i < LEAF_SLOTS; i++)
+		if (slot_has(&l->slot[i], ZR_SLOT_PRESENT))
+			return false;
+	return true;
+}
+
+/* Free the empty nodes on the path to @idx and lower the tree if it can be. */
+static void map_prune(struct zr_file *f, uint64_t idx)
+{
+	void *path[MAX_HEIGHT + 1];
+	unsigned h, top = f->height, depth = 0;
+	void *n = f->root;
+
+	if (!n || idx > span_max(top))
+		return;
+	for (h = top; ; h--) {
+		path[depth++] = n;
+		if (h == 0)
+			break;
+		n = ((struct zr_inner *)n)->child[(idx >> child_shift(h)) & (NODE_SLOTS - 1)];
+		if (!n)
+			break;
+	}
+	/* path[i] is at height top - i; walk back up freeing empty nodes. */
+	while (depth > 0) {
+		unsigned i = depth - 1, nh = top - i;
+		void *node = path[i];
+		bool empty = nh == 0 ? leaf_empty(node)
+				     : ((struct zr_inner *)node)->count == 0;
+
+		if (!empty)
+			break;
+		node_free(f, node, nh == 0);
+		if (i == 0) {
+			f->root = NULL;
+			f->height = 0;
+			return;
+		}
+		struct zr_inner *parent = path[i - 1];
+
+		parent->child[(idx >> child_shift(nh + 1)) & (NODE_SLOTS - 1)] = NULL;
+		parent->count--;
+		depth--;
+	}
+	/* Lower the tree while the root only has its first child. */
+	while (f->height > 0) {
+		struct zr_inner *r = f->root;
+
+		if (r->count != 1 || !r->child[0])
+			break;
+		f->root = r->child[0];
+		f->height--;
+		node_free(f, r, false);
+	}
+}
+
+static struct zr_slot *node_next(void *n, unsigned h, uint64_t base,
+				 uint64_t from, uint64_t *idx)
+{
+	unsigned i;
+
+	if (h == 0) {
+		struct zr_leaf *l = n;
+
+		for (i = from > base ? (unsigned)(from - base) : 0; i < LEAF_SLOTS; i++) {
+			if (slot_has(&l->slot[i], ZR_SLOT_PRESENT)) {
+				*idx = base + i;
+				return &l->slot[i];
+			}
+		}
+		return NULL;
+	}
+	unsigned sh = child_shift(h);
+	struct zr_inner *in = n;
+
+	for (i = from > base ? (unsigned)((from - base) >> sh) : 0; i < NODE_SLOTS; i++) {
+		struct zr_slot *s;
+
+		if (!in->child[i])
+			continue;
+		s = node_next(in->child[i], h - 1, base + ((uint64_t)i << sh), from, idx);
+		if (s)
+			return s;
+	}
+	return NULL;
+}
+
+/* First present slot at index >= @from, or NULL. */
+static struct zr_slot *map_next(struct zr_file *f, uint64_t from, uint64_t *idx)
+{
+	if (!f->root || from > span_max(f->height))
+		return NULL;
+	return node_next(f->root, f->height, 0, from, idx);
+}
+
+/* Forget a present slot: counters, pool object. The caller prunes. */
+static uint32_t slot_release(struct zr_file *f, struct zr_slot *s)
+{
+	uint32_t len = slot_has(s, ZR_SLOT_SAME) ? 0 : slot_len(s);
+
+	account(f, s, -1);
+	if (!slot_has(s, ZR_SLOT_SAME))
+		zr_zpool_free(f->st->pool, s->u.handle);
+	memset(s, 0, sizeof(*s));
+	return len;
+}
+
+/* Remove block @idx (present, slot @s): @return RAM bytes freed. */
+static uint64_t block_remove(struct zr_file *f, uint64_t idx, struct zr_slot *s)
+{
+	uint64_t before = f->map_bytes;
+	uint64_t freed = slot_release(f, s);
+
+	map_prune(f, idx);
+	return freed + (before - f->map_bytes);
+}
+
+static void node_free_all(struct zr_file *f, void *n, unsigned h)
+{
+	unsigned i;
+
+	if (h == 0) {
+		struct zr_leaf *l = n;
+
+		for (i = 0; i < LEAF_SLOTS; i++)
+			if (slot_has(&l->slot[i], ZR_SLOT_PRESENT))
+				slot_release(f, &l->slot[i]);
+	} else {
+		struct zr_inner *in = n;
+
+		for (i = 0; i < NODE_SLOTS; i++)
+			if (in->child[i])
+				node_free_all(f, in->child[i], h - 1);
+	}
+	node_free(f, n, h == 0);
+}
+
+/* ---- encoding and decoding one block ---- */
+
+/* Whether @buf is one 64-bit pattern repeated; sets *@pat. */
+static bool same_filled(const void *buf, size_t len, uint64_t *pat)
+{
+	const uint64_t *w = buf;
+	size_t i, n = len / sizeof(*w);
+	uint64_t v = w[0];
+
+	for (i = 1; i < n; i++)
+		if (w[i] != v)
+			return false;
+	*pat = v;
+	return true;
+}
+
+static void fill_pattern(void *buf, size_t len, uint64_t pat)
+{
+	uint64_t *w = buf;
+	size_t i;
+
+	if (pat == 0) {
+		memset(buf, 0, len);
+		return;
+	}
+	for (i = 0; i < len / sizeof(*w); i++)
+		w[i] = pat;
+}
+
+/* Decode slot @s into @buf (block_size bytes). Caller holds f->lock.
+ * @return 0, -EIO for corrupt data, -ENOMEM. */
+static int slot_decode(struct zr_store *st, const struct zr_slot *s, void *buf)
+{
+	uint32_t bs = st->cfg.block_size;
+	struct zr_codec_ctx *ctx;
+	const void *src;
+	ssize_t n;
+
+	if (slot_has(s, ZR_SLOT_SAME)) {
+		fill_pattern(buf, bs, s->u.pattern);
+		return 0;
+	}
+	src = zr_zpool_map(st->pool, s->u.handle);
+	if (!src)
+		return -EIO;
+	if (slot_has(s, ZR_SLOT_RAW)) {
+		memcpy(buf, src, bs);
+		zr_zpool_unmap(st->pool, s->u.handle);
+		return 0;
+	}
+	ctx = zr_codec_ctx_thread();
+	n = ctx ? zr_codec_decompress(ctx, slot_codec(s), src, slot_len(s), buf, bs)
+		: -ENOMEM;
+	zr_zpool_unmap(st->pool, s->u.handle);
+	if (n == -ENOMEM)
+		return -ENOMEM;
+	return n == (ssize_t)bs ? 0 : -EIO;
+}
+
+/* Copy @len bytes into a new pool object. @return 0 or -errno. */
+static int pool_store(struct zr_store *st, const void *src, uint32_t len,
+		      uint32_t *handle)
+{
+	void *dst;
+	int rc = zr_zpool_alloc(st->pool, len, handle);
+
+	if (rc)
+		return rc;
+	dst = zr_zpool_map(st->pool, *handle);
+	memcpy(dst, src, len);
+	zr_zpool_unmap(st->pool, *handle);
+	return 0;
+}
+
+/* ---- configuration and the store ---- */
+
+void zr_store_config_default(struct zr_store_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->block_size = 64u * 1024u;
+	cfg->budget = zr_ram_bytes() / 2;	/* tmpfs's default size */
+	if (cfg->budget < 16u * 1024u * 1024u)
+		cfg->budget = 16u * 1024u * 1024u;
+	cfg->comp = ZR_CODEC_LZ4;
+	cfg->comp_level = 0;
+	cfg->cold_comp = ZR_CODEC_ZSTD;
+	cfg->cold_level = 3;
+	cfg->min_saving = cfg->block_size / 8;
+	cfg->policy = ZR_POLICY_ADAPTIVE;
+	cfg->high_wm = 90;
+	cfg->low_wm = 80;
+}
+
+static int config_check(const struct zr_store_config *c)
+{
+	if (c->block_size < ZR_BLOCK_MIN || c->block_size > ZR_BLOCK_MAX ||
+	    (c->block_size & (c->block_size - 1)))
+		return -EINVAL;
+	if (c->budget == 0 || c->min_saving >= c->block_size)
+		return -EINVAL;
+	if ((unsigned)c->comp >= ZR_CODEC_COUNT || (unsigned)c->cold_comp >= ZR_CODEC_COUNT)
+		return -EINVAL;
+	if (zr_codec_level_valid(c->comp, c->comp_level, NULL, NULL) ||
+	    zr_codec_level_valid(c->cold_comp, c->cold_level, NULL, NULL))
+		return -EINVAL;
+	if (c->policy != ZR_POLICY_ADAPTIVE && c->policy != ZR_POLICY_LRU)
+		return -EINVAL;
+	if (c->low_wm == 0 || c->low_wm > c->high_wm || c->high_wm > 100)
+		return -EINVAL;
+	return 0;
+}
+
+int zr_store_create(const struct zr_store_config *cfg,
+		    const struct zr_store_ops *ops, void *ops_ctx,
+		    struct zr_store **out)
+{
+	struct zr_store *st;
+	int rc = config_check(cfg);
+
+	if (rc)
+		return rc;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->cfg = *cfg;
+	if (ops)
+		st->ops = *ops;
+	st->ops_ctx = ops_ctx;
+	rc = zr_zpool_create(&st->pool);
+	if (!rc)
+		rc = zr_policy_create(cfg->policy, cfg->block_size, &st->pol);
+	if (rc) {
+		zr_zpool_destroy(st->pool);
+		free(st);
+		return rc;
+	}
+	pthread_mutex_init(&st->reclaim_lock, NULL);
+	pthread_mutex_init(&st->files_lock, NULL);
+	st->s.budget = cfg->budget;
+	*out = st;
+	return 0;
+}
+
+void zr_store_destroy(struct zr_store *st)
+{
+	if (!st)
+		return;
+	if (st->head)
+		zr_log(ZR_LOG_ERR, "zr_store_destroy: %" PRIu64 " files still referenced",
+		       zr_stat_read(&st->s.files));
+	zr_policy_destroy(st->pol);
+	zr_zpool_destroy(st->pool);
+	pthread_mutex_destroy(&st->reclaim_lock);
+	pthread_mutex_destroy(&st->files_lock);
+	free(st);
+}
+
+uint32_t zr_store_block_size(const struct zr_store *st)
+{
+	return st->cfg.block_size;
+}
+
+int zr_store_set_budget(struct zr_store *st, uint64_t budget)
+{
+	if (budget == 0)
+		return -EINVAL;
+	zr_stat_set(&st->cfg.budget, budget);
+	zr_stat_set(&st->s.budget, budget);
+	return 0;
+}
+
+uint64_t zr_store_mem_used(struct zr_store *st)
+{
+	return zr_zpool_mem_used(st->pool) + zr_stat_read(&st->meta);
+}
+
+void zr_store_get_stats(struct zr_store *st, struct zr_stats *out)
+{
+	struct zr_zpool_stats ps;
+	const uint64_t *src = (const uint64_t *)&st->s;
+	uint64_t *dst = (uint64_t *)out;
+	size_t i;
+
+	_Static_assert(sizeof(struct zr_stats) % sizeof(uint64_t) == 0, "stats are u64s");
+	for (i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = zr_stat_read(&src[i]);
+	zr_zpool_get_stats(st->pool, &ps);
+	out->meta_bytes = zr_stat_read(&st->meta) + ps.meta_bytes;
+	out->mem_used_total = ps.mem_used + zr_stat_read(&st->meta);
+	if (out->mem_used_max < out->mem_used_total)
+		out->mem_used_max = out->mem_used_total;
+}
+
+bool zr_store_above_high(struct zr_store *st)
+{
+	uint64_t budget = zr_stat_read(&st->cfg.budget);
+
+	return zr_store_mem_used(st) > budget / 100 * st->cfg.high_wm +
+				       budget % 100 * st->cfg.high_wm / 100;
+}
+
+uint64_t zr_store_compact(struct zr_store *st)
+{
+	return zr_zpool_compact(st->pool);
+}
+
+/* ---- files ---- */
+
+static bool file_try_get(struct zr_file *f)
+{
+	unsigned r = __atomic_load_n(&f->refs, __ATOMIC_RELAXED);
+
+	do {
+		if (r == 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(&f->refs, &r, r + 1, false,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+	return true;
+}
+
+int zr_file_create(struct zr_store *st, void *owner, struct zr_file **out)
+{
+	struct zr_file *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -ENOMEM;
+	f->st = st;
+	f->owner = owner;
+	f->refs = 1;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->io_lock, NULL);
+	zr_stat_add(&st->meta, sizeof(*f));
+	pthread_mutex_lock(&st->files_lock);
+	f->prev = st->tail;
+	if (st->tail)
+		st->tail->next = f;
+	else
+		st->head = f;
+	st->tail = f;
+	pthread_mutex_unlock(&st->files_lock);
+	zr_stat_add(&st->s.files, 1);
+	update_max(st);
+	*out = f;
+	return 0;
+}
+
+void zr_file_get(struct zr_file *f)
+{
+	__atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED);
+}
+
+void zr_file_put(struct zr_file *f)
+{
+	struct zr_store *st;
+
+	if (!f || __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	st = f->st;
+	/* Nobody can find the file any more once it is off the list and out
+	 * of the candidate pool; both refuse a file whose count is 0. */
+	pthread_mutex_lock(&st->files_lock);
+	if (st->cursor == f) {
+		st->cursor = f->next;
+		st->cursor_index = 0;
+	}
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		st->head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	else
+		st->tail = f->prev;
+	pthread_mutex_unlock(&st->files_lock);
+	zr_policy_forget_file(st->pol, f);
+	pthread_mutex_lock(&f->lock);
+	if (f->root)
+		node_free_all(f, f->root, f->height);
+	f->root = NULL;
+	pthread_mutex_unlock(&f->lock);
+	zr_stat_sub(&st->meta, sizeof(*f));
+	zr_stat_sub(&st->s.files, 1);
+	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->io_lock);
+	free(f);
+}
+
+void zr_file_io_lock(struct zr_file *f)
+{
+	pthread_mutex_lock(&f->io_lock);
+}
+
+void zr_file_io_unlock(struct zr_file *f)
+{
+	pthread_mutex_unlock(&f->io_lock);
+}
+
+bool zr_file_dirty(struct zr_file *f)
+{
+	return zr_stat_read(&f->ndirty) != 0;
+}
+
+uint64_t zr_file_nblocks(struct zr_file *f)
+{
+	return zr_stat_read(&f->nblocks);
+}
+
+/* ---- read and write ---- */
+
+int zr_file_read(struct zr_file *f, uint64_t index, void *buf)
+{
+	struct zr_store *st = f->st;
+	struct zr_slot *s;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, index);
+	if (!s) {
+		pthread_mutex_unlock(&f->lock);
+		zr_stat_add(&st->s.misses, 1);
+		return 0;
+	}
+	rc = slot_decode(st, s, buf);
+	if (rc == 0) {
+		zr_policy_touch(st->pol, &s->ps);
+		slot_set_flags(s, 0, ZR_SLOT_IDLE);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (rc)
+		return rc;
+	zr_stat_add(&st->s.hits, 1);
+	return 1;
+}
+
+/*
+ * The write path, top to bottom: same-filled check (no allocation) ->
+ * compress into the per-thread scratch with room for block_size - min_saving
+ * bytes (the codec gives up early on data that will not shrink enough) ->
+ * store raw if it did not -> allocate in the pool -> copy -> lock the file
+ * -> free the old slot -> install. Unlike zram, the old slot is freed only
+ * once the new copy is safe, so that -ENOMEM loses nothing; all the work
+ * but the install is done without the file lock.
+ */
+int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
+		  unsigned flags)
+{
+	struct zr_store *st = f->st;
+	uint32_t bs = st->cfg.block_size, len = 0, handle = ZR_ZPOOL_NO_HANDLE;
+	enum zr_codec_id codec = ZR_CODEC_NONE;
+	unsigned fl = ZR_SLOT_PRESENT;
+	bool clean = flags & ZR_WRITE_CLEAN;
+	struct zr_slot *s, old;
+	uint64_t pat = 0;
+	int rc;
+
+	if (clean) {	/* a clean fill never replaces what is there */
+		pthread_mutex_lock(&f->lock);
+		s = lookup_present(f, index);
+		pthread_mutex_unlock(&f->lock);
+		if (s)
+			return 0;
+	} else {
+		fl |= ZR_SLOT_DIRTY;
+	}
+
+	if (same_filled(buf, bs, &pat)) {
+		fl |= ZR_SLOT_SAME;
+	} else {
+		const void *src = buf;
+		ssize_t n = -ENOSPC;
+
+		if (st->cfg.comp != ZR_CODEC_NONE) {
+			uint8_t *tmp = scratch();
+			struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+
+			if (!tmp || !ctx)
+				return -ENOMEM;
+			n = zr_codec_compress(ctx, st->cfg.comp, st->cfg.comp_level,
+					      buf, bs, tmp, bs - st->cfg.min_saving);
+			if (n > 0) {
+				src = tmp;
+				len = (uint32_t)n;
+				codec = st->cfg.comp;
+			} else if (n != -ENOSPC) {
+				return (int)n;
+			}
+		}
+		if (n == -ENOSPC) {	/* did not save min_saving: keep it raw */
+			fl |= ZR_SLOT_RAW;
+			len = bs;
+		}
+		rc = pool_store(st, src, len, &handle);
+		if (rc)
+			return rc;
+	}
+
+	pthread_mutex_lock(&f->lock);
+	s = map_insert(f, index);
+	if (!s) {
+		map_prune(f, index);
+		pthread_mutex_unlock(&f->lock);
+		zr_zpool_free(st->pool, handle);
+		return -ENOMEM;
+	}
+	if (slot_has(s, ZR_SLOT_PRESENT)) {
+		if (clean) {	/* raced with a writer: its data wins */
+			pthread_mutex_unlock(&f->lock);
+			zr_zpool_free(st->pool, handle);
+			return 0;
+		}
+		old = *s;
+		slot_release(f, s);
+		s->ps = old.ps;
+		zr_policy_touch(st->pol, &s->ps);
+	} else {
+		zr_policy_init_slot(st->pol, &s->ps);
+	}
+	if (fl & ZR_SLOT_SAME)
+		s->u.pattern = pat;
+	else
+		s->u.handle = handle;
+	s->info = make_info(len, codec, fl);
+	account(f, s, 1);
+	pthread_mutex_unlock(&f->lock);
+	update_max(st);
+	return 0;
+}
+
+void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count)
+{
+	uint64_t last = (count == UINT64_MAX || first + count < first)
+				? UINT64_MAX : first + count - 1;
+	uint64_t idx, pos = first;
+	struct zr_slot *s;
+
+	if (count == 0)
+		return;
+	pthread_mutex_lock(&f->lock);
+	while ((s = map_next(f, pos, &idx)) && idx <= last) {
+		block_remove(f, idx, s);
+		if (idx == UINT64_MAX)
+			break;
+		pos = idx + 1;
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+int zr_file_next_present(struct zr_file *f, uint64_t from, uint64_t *index)
+{
+	int found;
+
+	pthread_mutex_lock(&f->lock);
+	found = map_next(f, from, index) != NULL;
+	pthread_mutex_unlock(&f->lock);
+	return found;
+}
+
+uint64_t zr_file_dirty_end(struct zr_file *f)
+{
+	uint64_t idx, pos = 0, end = 0;
+	struct zr_slot *s;
+
+	pthread_mutex_lock(&f->lock);
+	while (f->ndirty && (s = map_next(f, pos, &idx))) {
+		if (slot_has(s, ZR_SLOT_DIRTY))
+			end = idx + 1;
+		if (idx == UINT64_MAX)
+			break;
+		pos = idx + 1;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return end;
+}
+
+int zr_file_take_error(struct zr_file *f)
+{
+	int e;
+
+	pthread_mutex_lock(&f->lock);
+	e = f->error;
+	f->error = 0;
+	pthread_mutex_unlock(&f->lock);
+	return e;
+}
+
+/* ---- writeback ---- */
+
+/* Whether a dirty slot is chosen by the ZR_WB_* filter of @flags. */
+static bool wb_selected(const struct zr_slot *s, unsigned flags)
+{
+	if (flags & ZR_WB_ALL)
+		return true;
+	if ((flags & ZR_WB_IDLE) && !slot_has(s, ZR_SLOT_IDLE))
+		return false;
+	if ((flags & ZR_WB_RAW) && !slot_has(s, ZR_SLOT_RAW))
+		return false;
+	return (flags & (ZR_WB_IDLE | ZR_WB_RAW)) != 0;
+}
+
+static inline bool wb_ready(const struct zr_slot *s, unsigned flags)
+{
+	return s && slot_has(s, ZR_SLOT_DIRTY) && !slot_has(s, ZR_SLOT_UNDER_WB) &&
+	       wb_selected(s, flags);
+}
+
+/*
+ * Write back one run of adjacent dirty blocks chosen by @flags: the first
+ * at or after *@pos (or, when @back, the run around block *@pos, extended
+ * backwards as well). @buf holds WB_RUN_BYTES. Caller holds f->io_lock and
+ * not f->lock. On return *@pos is past the run; *@found says whether there
+ * was one. With ZR_WB_DROP the blocks are dropped once written.
+ * @return 0 or the -errno of the writeback (the blocks stay dirty).
+ */
+static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
+		  uint8_t *buf, bool *found)
+{
+	struct zr_store *st = f->st;
+	uint32_t bs = st->cfg.block_size;
+	unsigned maxn = ZR_MAX(WB_RUN_BYTES / bs, 1u), n = 0, i;
+	uint64_t start = *pos, idx;
+	struct zr_slot *s;
+	int rc = 0;
+
+	*found = false;
+	pthread_mutex_lock(&f->lock);
+	if (back) {
+		if (!wb_ready(lookup_present(f, start), flags)) {
+			pthread_mutex_unlock(&f->lock);
+			*pos = start + 1;
+			return 0;
+		}
+		while (start > 0 && *pos - start + 1 < maxn &&
+		       wb_ready(lookup_present(f, start - 1), flags))
+			start--;
+	} else {
+		for (;;) {
+			s = map_next(f, start, &idx);
+			if (!s) {
+				pthread_mutex_unlock(&f->lock);
+				*pos = UINT64_MAX;
+				return 0;
+			}
+			if (wb_ready(s, flags))
+				break;
+			if (idx == UINT64_MAX) {
+				pthread_mutex_unlock(&f->lock);
+				*pos = UINT64_MAX;
+				return 0;
+			}
+			start = idx + 1;
+		}
+		start = idx;
+	}
+	for (n = 0; n < maxn && (n == 0 || start + n != 0); n++) {
+		s = lookup_present(f, start + n);
+		if (!wb_ready(s, flags))
+			break;
+		rc = slot_decode(st, s, buf + (size_t)n * bs);
+		if (rc)
+			break;
+		slot_set_flags(s, ZR_SLOT_UNDER_WB, 0);
+	}
+	if (n == 0) {
+		/* The first block cannot be decoded: report, keep it dirty. */
+		if (!f->error)
+			f->error = rc;
+		pthread_mutex_unlock(&f->lock);
+		zr_stat_add(&st->s.writeback_errors, 1);
+		*pos = start + 1;
+		*found = true;
+		return rc;
+	}
+	pthread_mutex_unlock(&f->lock);
+	*found = true;
+
+	rc = st->ops.writeback ? st->ops.writeback(st->ops_ctx, f->owner, start, n, buf)
+			       : -EIO;
+
+	pthread_mutex_lock(&f->lock);
+	for (i = 0; i < n; i++) {
+		s = lookup_present(f, start + i);
+		if (!s || !slot_has(s, ZR_SLOT_UNDER_WB))
+			continue;	/* dropped or rewritten meanwhile */
+		account(f, s, -1);
+		slot_set_flags(s, 0, ZR_SLOT_UNDER_WB | (rc ? 0 : ZR_SLOT_DIRTY));
+		account(f, s, 1);
+		if (!rc && (flags & ZR_WB_DROP)) {
+			block_remove(f, start + i, s);
+			zr_stat_add(&st->s.demotions, 1);
+		}
+	}
+	if (rc) {
+		zr_stat_add(&st->s.writeback_errors, 1);
+		if (!f->error)
+			f->error = rc;
+	} else {
+		zr_stat_add(&st->s.writebacks, n);
+		zr_stat_add(&st->s.bytes_written_back, (uint64_t)n * bs);
+	}
+	pthread_mutex_unlock(&f->lock);
+	*pos = start + n;
+	if (*pos == 0)
+		*pos = UINT64_MAX;
+	return rc;
+}
+
+/* Write back the blocks of @f chosen by @flags. Caller holds no lock. */
+static int file_writeback(struct zr_file *f, unsigned flags)
+{
+	uint8_t *buf;
+	uint64_t pos = 0, idx;
+	struct zr_slot *s;
+	bool found;
+	int rc, first = 0;
+
+	if (zr_file_dirty(f)) {
+		buf = malloc(ZR_MAX(WB_RUN_BYTES, (size_t)f->st->cfg.block_size));
+		if (!buf)
+			return -ENOMEM;
+		pthread_mutex_lock(&f->io_lock);
+		while (pos != UINT64_MAX) {
+			rc = wb_run(f, &pos, flags, false, buf, &found);
+			if (rc && !first)
+				first = rc;
+			if (!found)
+				break;
+		}
+		pthread_mutex_unlock(&f->io_lock);
+		free(buf);
+	}
+	if (!(flags & (ZR_WB_DROP | ZR_WB_IDLE)))
+		return first;
+	/* Drop the chosen clean blocks too; mark what is left idle. */
+	pthread_mutex_lock(&f->lock);
+	pos = 0;
+	while ((s = map_next(f, pos, &idx))) {
+		if ((flags & ZR_WB_DROP) && wb_selected(s, flags) &&
+		    !slot_has(s, ZR_SLOT_DIRTY) &&
+		    !slot_has(s, ZR_SLOT_UNDER_WB)) {
+			block_remove(f, idx, s);
+			zr_stat_add(&f->st->s.demotions, 1);
+		} else if (flags & ZR_WB_IDLE) {
+			slot_set_flags(s, ZR_SLOT_IDLE, 0);
+		}
+		if (idx == UINT64_MAX)
+			break;
+		pos = idx + 1;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return first;
+}
+
+int zr_file_writeback(struct zr_file *f)
+{
+	return file_writeback(f, ZR_WB_ALL);
+}
+
+/*
+ * The next live file after @prev (the head when @prev is NULL), with a
+ * reference; @prev's reference is dropped. Holds files_lock only inside.
+ */
+static struct zr_file *file_iter(struct zr_store *st, struct zr_file *prev)
+{
+	struct zr_file *f;
+
+	pthread_mutex_lock(&st->files_lock);
+	f = prev ? prev->next : st->head;
+	while (f && !file_try_get(f))
+		f = f->next;
+	pthread_mutex_unlock(&st->files_lock);
+	zr_file_put(prev);
+	return f;
+}
+
+int zr_store_writeback_all(struct zr_store *st, unsigned flags)
+{
+	struct zr_file *f = NULL;
+	int rc, first = 0;
+
+	if (!(flags & (ZR_WB_ALL | ZR_WB_IDLE | ZR_WB_RAW)))
+		return -EINVAL;
+	while ((f = file_iter(st, f))) {
+		rc = file_writeback(f, flags);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
+{
+	struct zr_file *f = NULL;
+	uint64_t now = zr_now_ms();
+	int rc, first = 0;
+
+	while ((f = file_iter(st, f))) {
+		uint64_t since = zr_stat_read(&f->dirty_since);
+
+		if (!zr_file_dirty(f) || (expire_ms && now - since < expire_ms))
+			continue;
+		rc = file_writeback(f, ZR_WB_ALL);
+		if (rc && !first)
+			first = rc;
+	}
+	return first;
+}
+
+uint64_t zr_store_drop_clean(struct zr_store *st)
+{
+	struct zr_file *f = NULL;
+	uint64_t freed = 0, pos, idx;
+	struct zr_slot *s;
+
+	while ((f = file_iter(st, f))) {
+		pthread_mutex_lock(&f->lock);
+		pos = 0;
+		while ((s = map_next(f, pos, &idx))) {
+			if (!slot_has(s, ZR_SLOT_DIRTY) && !slot_has(s, ZR_SLOT_UNDER_WB)) {
+				freed += block_remove(f, idx, s);
+				zr_stat_add(&st->s.demotions, 1);
+			}
+			if (idx == UINT64_MAX)
+				break;
+			pos = idx + 1;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	return freed;
+}
+
+/* ---- reclaim: sampling, recompression, demotion ---- */
+
+static void view_of(struct zr_store *st, const struct zr_slot *s,
+		    struct zr_policy_view *v)
+{
+	v->ps = s->ps;
+	v->ram_bytes = slot_has(s, ZR_SLOT_SAME) ? 0 : slot_len(s);
+	v->dirty = slot_has(s, ZR_SLOT_DIRTY);
+}
+
+/*
+ * Move the sweep cursor over up to ZR_POLICY_SAMPLES slots, offering each
+ * to the policy's candidate pool (dirty ones only when @dirty_ok).
+ * Caller holds reclaim_lock. @return slots looked at.
+ */
+static unsigned sample(struct zr_store *st, bool dirty_ok)
+{
+	unsigned seen = 0, files = 0;
+
+	while (seen < ZR_POLICY_SAMPLES && files < 64) {
+		struct zr_file *f;
+		uint64_t pos, idx = 0;
+		struct zr_slot *s = NULL;
+
+		pthread_mutex_lock(&st->files_lock);
+		if (!st->cursor) {
+			st->cursor = st->head;
+			st->cursor_index = 0;
+		}
+		f = st->cursor;
+		if (!f) {
+			pthread_mutex_unlock(&st->files_lock);
+			break;
+		}
+		files++;
+		if (!file_try_get(f)) {
+			st->cursor = f->next;
+			st->cursor_index = 0;
+			pthread_mutex_unlock(&st->files_lock);
+			continue;
+		}
+		pos = st->cursor_index;
+		pthread_mutex_unlock(&st->files_lock);
+
+		pthread_mutex_lock(&f->lock);
+		while (seen < ZR_POLICY_SAMPLES && (s = map_next(f, pos, &idx))) {
+			seen++;
+			if ((dirty_ok || !slot_has(s, ZR_SLOT_DIRTY)) &&
+			    !slot_has(s, ZR_SLOT_UNDER_WB)) {
+				struct zr_policy_view v;
+				struct zr_policy_cand c;
+
+				view_of(st, s, &v);
+				c.file = f;
+				c.index = idx;
+				c.atime = s->ps.atime;
+				c.score = zr_policy_score(st->pol, &v);
+				zr_policy_offer(st->pol, &c);
+			}
+			if (idx == UINT64_MAX) {
+				s = NULL;
+				break;
+			}
+			pos = idx + 1;
+		}
+		pthread_mutex_unlock(&f->lock);
+
+		pthread_mutex_lock(&st->files_lock);
+		if (st->cursor == f) {
+			if (s) {
+				st->cursor_index = pos;
+			} else {	/* end of this file: on to the next */
+				st->cursor = f->next;
+				st->cursor_index = 0;
+			}
+		}
+		pthread_mutex_unlock(&st->files_lock);
+		zr_file_put(f);
+	}
+	return seen;
+}
+
+/*
+ * Recompress a hot block with the cold codec. Caller holds f->lock.
+ * @return bytes saved (> 0), or 0 when it did not help (or no memory).
+ */
+static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
+{
+	struct zr_store *st = f->st;
+	uint32_t bs = st->cfg.block_size, old = slot_len(s), handle;
+	uint8_t *tmp = scratch();
+	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+	ssize_t n;
+
+	if (!tmp || !ctx || slot_decode(st, s, tmp) != 0)
+		return 0;
+	n = zr_codec_compress(ctx, st->cfg.cold_comp, st->cfg.cold_level,
+			      tmp, bs, tmp + ZR_BLOCK_MAX, old - 1);
+	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
+		return 0;
+	account(f, s, -1);
+	zr_zpool_free(st->pool, s->u.handle);
+	s->u.handle = handle;
+	s->info = make_info((uint32_t)n, st->cfg.cold_comp, slot_flags(s) | ZR_SLOT_COLD);
+	account(f, s, 1);
+	zr_stat_add(&st->s.recompressions, 1);
+	return old - (uint32_t)n;
+}
+
+/*
+ * Demote candidate @c (whose file reference the caller holds): recompress
+ * a hot block, or write back a dirty one and drop it. Caller holds
+ * reclaim_lock only. Sets *@progress when something changed; counts
+ * failed writebacks in *@wb_fail. @return bytes of RAM freed.
+ */
+static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
+		       bool dirty_ok, unsigned *wb_fail, bool *progress)
+{
+	struct zr_file *f = c->file;
+	struct zr_policy_view v;
+	struct zr_slot *s;
+	uint64_t freed;
+	bool cold_differs = st->cfg.cold_comp != st->cfg.comp ||
+			    st->cfg.cold_level != st->cfg.comp_level;
+
+	*progress = false;
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, c->index);
+	if (!s || s->ps.atime != c->atime || slot_has(s, ZR_SLOT_UNDER_WB))
+		goto skip;	/* gone or touched since it was sampled */
+	if (cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE &&
+	    !slot_has(s, ZR_SLOT_COLD | ZR_SLOT_RAW | ZR_SLOT_SAME)) {
+		uint32_t saved = recompress(f, s);
+
+		if (saved) {
+			struct zr_policy_cand again = *c;
+
+			view_of(st, s, &v);
+			again.score = zr_policy_score(st->pol, &v);
+			zr_policy_offer(st->pol, &again);
+			pthread_mutex_unlock(&f->lock);
+			*progress = true;
+			return saved;
+		}
+	}
+	if (slot_has(s, ZR_SLOT_DIRTY)) {
+		uint64_t pos = c->index;
+		uint8_t *buf;
+		bool found;
+		int rc;
+
+		pthread_mutex_unlock(&f->lock);
+		if (!dirty_ok)
+			return 0;
+		buf = malloc(WB_RUN_BYTES > st->cfg.block_size ? WB_RUN_BYTES
+							       : st->cfg.block_size);
+		if (!buf)
+			return 0;
+		pthread_mutex_lock(&f->io_lock);
+		rc = wb_run(f, &pos, ZR_WB_ALL, true, buf, &found);
+		pthread_mutex_unlock(&f->io_lock);
+		free(buf);
+		if (rc) {
+			(*wb_fail)++;
+			return 0;
+		}
+		pthread_mutex_lock(&f->lock);
+		s = lookup_present(f, c->index);
+		if (!s || slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB))
+			goto skip;
+		*progress = true;	/* the write-back itself is progress */
+	}
+	view_of(st, s, &v);
+	zr_policy_demoted(st->pol, zr_policy_score(st->pol, &v));
+	freed = block_remove(f, c->index, s);
+	zr_stat_add(&st->s.demotions, 1);
+	pthread_mutex_unlock(&f->lock);
+	*progress = true;
+	return freed;
+skip:
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks)
+{
+	uint64_t done = 0, freed = 0, idle = 0, limit, since_compact = 0;
+	uint64_t start = zr_store_mem_used(st);
+	unsigned wb_fail = 0;
+	bool any = false, progress;
+
+	if (start <= target)
+		return 0;
+	/* Give up after about one lap of the sweep with nothing done. */
+	limit = (zr_stat_read(&st->nblocks) + zr_stat_read(&st->s.files)) /
+		ZR_POLICY_SAMPLES + 2 * ZR_POLICY_POOL + 8;
+	zr_policy_set_decay(st->pol, (uint32_t)ZR_MIN(ZR_MAX(2 * zr_stat_read(&st->nblocks),
+							      1024u), UINT32_MAX));
+	while (zr_store_mem_used(st) > target && done < max_blocks && idle < limit) {
+		struct zr_policy_cand c;
+		bool dirty_ok = st->ops.writeback && wb_fail < WB_FAIL_LIMIT;
+		uint64_t n;
+
+		sample(st, dirty_ok);
+		if (!zr_policy_take(st->pol, file_try_get, &c)) {
+			idle++;
+			continue;
+		}
+		n = demote(st, &c, dirty_ok, &wb_fail, &progress);
+		zr_file_put(c.file);
+		if (!progress) {
+			idle++;
+			continue;
+		}
+		idle = 0;
+		any = true;
+		done++;
+		freed += n;
+		since_compact += n;
+		/* Freed objects leave holes in spans: give them back now and then. */
+		if (since_compact >= start - target && zr_store_mem_used(st) > target) {
+			zr_zpool_compact(st->pool);
+			since_compact = 0;
+		}
+	}
+	if (any && zr_store_mem_used(st) > target)
+		zr_zpool_compact(st->pool);
+	return any ? (int64_t)freed : -ENOSPC;
+}
+
+int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_blocks)
+{
+	int64_t r;
+
+	pthread_mutex_lock(&st->reclaim_lock);
+	r = reclaim_locked(st, target, max_blocks);
+	pthread_mutex_unlock(&st->reclaim_lock);
+	return r;
+}
+
+int zr_store_make_room(struct zr_store *st, size_t need)
+{
+	uint64_t budget = zr_stat_read(&st->cfg.budget), target;
+
+	if (zr_store_mem_used(st) + need <= budget)
+		return 0;
+	pthread_mutex_lock(&st->reclaim_lock);
+	if (zr_store_mem_used(st) + need > budget) {
+		/* Down to the low watermark, and at least room for @need. */
+		target = budget / 100 * st->cfg.low_wm + budget % 100 * st->cfg.low_wm / 100;
+		if (need > budget)
+			target = 0;
+		else if (target > budget - need)
+			target = budget - need;
+		reclaim_locked(st, target, UINT64_MAX);
+	}
+	pthread_mutex_unlock(&st->reclaim_lock);
+	if (zr_store_mem_used(st) + need <= budget)
+		return 0;
+	zr_stat_add(&st->s.enospc, 1);
+	return -ENOSPC;
+}
+
+/* ---- test hooks ---- */
+
+struct zr_zpool *zr_store_test_pool(struct zr_store *st)
+{
+	return st->pool;
+}
+
+int zr_file_test_corrupt(struct zr_file *f, uint64_t index, uint32_t offset,
+			 uint8_t mask)
+{
+	struct zr_slot *s;
+	uint8_t *p;
+	int rc = 0;
+
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, index);
+	if (!s || slot_has(s, ZR_SLOT_SAME)) {
+		rc = -ENOENT;
+	} else if (offset >= slot_len(s)) {
+		rc = -EINVAL;
+	} else {
+		p = zr_zpool_map(f->st->pool, s->u.handle);
+		p[offset] ^= mask;
+		zr_zpool_unmap(f->st->pool, s->u.handle);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+int zr_file_test_flags(struct zr_file *f, uint64_t index)
+{
+	struct zr_slot *s;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, index);
+	rc = s ? (int)slot_flags(s) : -ENOENT;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+int zr_file_test_len(struct zr_file *f, uint64_t index)
+{
+	struct zr_slot *s;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, index);
+	rc = s ? (slot_has(s, ZR_SLOT_SAME) ? 0 : (int)slot_len(s)) : -ENOENT;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+uint64_t zr_file_test_map_bytes(struct zr_file *f)
+{
+	uint64_t b;
+
+	pthread_mutex_lock(&f->lock);
+	b = f->map_bytes;
+	pthread_mutex_unlock(&f->lock);
+	return b;
+}
