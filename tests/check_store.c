@@ -1,2 +1,798 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-int main(void) { return 0; }
+/*
+ * check_store.c - unit tests of the block store (src/store.c): round trips,
+ * same/raw storage, sparse maps, drops, writeback runs and errors, budget,
+ * exact statistics, allocation failure and corrupt data.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datagen.h"
+#include "zr_policy.h"
+#include "zr_store.h"
+#include "zr_util.h"
+#include "zr_zpool.h"
+
+#define MAX_CALLS 64
+
+/* What the writeback callback saw, and what it should answer. */
+struct rec {
+	unsigned ncalls;
+	struct { void *owner; uint64_t index; unsigned n; } call[MAX_CALLS];
+	int fail;			/* returned by every call when non-zero */
+	uint32_t bs;
+	uint64_t bytes;
+	/* Optional: rewrite this block of this file during the call. */
+	struct zr_file *rewrite_file;
+	uint64_t rewrite_index;
+	const void *rewrite_data;
+	/* Optional: check the data against datagen(kind, seed = index). */
+	int verify_kind;
+	unsigned bad;
+};
+
+static int rec_writeback(void *ctx, void *owner, uint64_t index,
+			 unsigned nblocks, const void *buf)
+{
+	struct rec *r = ctx;
+
+	if (r->ncalls < MAX_CALLS) {
+		r->call[r->ncalls].owner = owner;
+		r->call[r->ncalls].index = index;
+		r->call[r->ncalls].n = nblocks;
+	}
+	r->ncalls++;
+	if (r->rewrite_file) {
+		ck_assert_int_eq(zr_file_write(r->rewrite_file, r->rewrite_index,
+					       r->rewrite_data, ZR_WRITE_DIRTY), 0);
+		r->rewrite_file = NULL;
+	}
+	if (r->verify_kind >= 0) {
+		unsigned char *exp = malloc(r->bs);
+
+		for (unsigned i = 0; i < nblocks; i++) {
+			zr_datagen_fill(r->verify_kind, index + i, exp, r->bs);
+			if (memcmp(exp, (const char *)buf + (size_t)i * r->bs, r->bs))
+				r->bad++;
+		}
+		free(exp);
+	}
+	if (r->fail)
+		return r->fail;
+	r->bytes += (uint64_t)nblocks * r->bs;
+	return 0;
+}
+
+static const struct zr_store_ops rec_ops = { .writeback = rec_writeback };
+
+static struct zr_store *mkstore(uint32_t bs, uint64_t budget, struct rec *r)
+{
+	struct zr_store_config cfg;
+	struct zr_store *st;
+
+	zr_store_config_default(&cfg);
+	cfg.block_size = bs;
+	cfg.min_saving = bs / 8;
+	cfg.budget = budget;
+	if (r) {
+		memset(r, 0, sizeof(*r));
+		r->bs = bs;
+		r->verify_kind = -1;
+	}
+	ck_assert_int_eq(zr_store_create(&cfg, r ? &rec_ops : NULL, r, &st), 0);
+	return st;
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n);
+
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+START_TEST(test_config)
+{
+	struct zr_store_config cfg;
+	struct zr_store *st;
+
+	zr_store_config_default(&cfg);
+	ck_assert_uint_eq(cfg.block_size, 65536);
+	ck_assert_uint_eq(cfg.min_saving, 8192);
+	ck_assert_int_eq(cfg.comp, ZR_CODEC_LZ4);
+	ck_assert_int_eq(cfg.cold_comp, ZR_CODEC_ZSTD);
+	ck_assert_int_eq(cfg.policy, ZR_POLICY_ADAPTIVE);
+	ck_assert_uint_eq(cfg.high_wm, 90);
+	ck_assert_uint_eq(cfg.low_wm, 80);
+	cfg.block_size = 3000;
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), -EINVAL);
+	zr_store_config_default(&cfg);
+	cfg.min_saving = cfg.block_size;
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), -EINVAL);
+	zr_store_config_default(&cfg);
+	cfg.low_wm = 95;
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), -EINVAL);
+	zr_store_config_default(&cfg);
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), 0);
+	ck_assert_uint_eq(zr_store_block_size(st), 65536);
+	ck_assert_int_eq(zr_store_set_budget(st, 0), -EINVAL);
+	ck_assert_int_eq(zr_store_set_budget(st, 1 << 20), 0);
+	zr_store_destroy(st);
+	zr_store_destroy(NULL);
+}
+END_TEST
+
+static const uint32_t sizes[] = { 4096, 16384, 65536, 131072 };
+
+/* Every kind at every block size comes back byte for byte, also rewritten. */
+START_TEST(test_roundtrip)
+{
+	uint32_t bs = sizes[_i];
+	struct zr_store *st = mkstore(bs, 1ull << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_file *f;
+	uint64_t idx;
+	int k;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (k = 0; k < ZR_DATA_COUNT; k++) {
+		for (idx = 0; idx < 4; idx++) {
+			zr_datagen_fill(k, k * 100 + idx, in, bs);
+			ck_assert_int_eq(zr_file_write(f, k * 10 + idx, in, ZR_WRITE_DIRTY), 0);
+		}
+	}
+	for (k = 0; k < ZR_DATA_COUNT; k++) {
+		for (idx = 0; idx < 4; idx++) {
+			zr_datagen_fill(k, k * 100 + idx, in, bs);
+			memset(out, 0x5a, bs);
+			ck_assert_int_eq(zr_file_read(f, k * 10 + idx, out), 1);
+			ck_assert_mem_eq(in, out, bs);
+		}
+	}
+	/* Rewrite with another kind. */
+	zr_datagen_fill(ZR_DATA_RANDOM, 77, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 20, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_read(f, 20, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	/* A clean fill does not replace present data. */
+	zr_datagen_fill(ZR_DATA_TEXT, 78, out, bs);
+	ck_assert_int_eq(zr_file_write(f, 20, out, ZR_WRITE_CLEAN), 0);
+	ck_assert_int_eq(zr_file_read(f, 20, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	/* A miss leaves the buffer alone. */
+	memset(out, 0x33, bs);
+	ck_assert_int_eq(zr_file_read(f, 1000, out), 0);
+	ck_assert_uint_eq(out[0], 0x33);
+	ck_assert_uint_eq(zr_file_nblocks(f), ZR_DATA_COUNT * 4);
+	zr_file_put(f);
+	ck_assert_uint_eq(zr_store_mem_used(st), 0);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Zero and same-filled blocks cost no pool memory. */
+START_TEST(test_same)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_zpool_stats ps;
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_ZERO, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	zr_datagen_fill(ZR_DATA_SAME, 2, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 1, in, ZR_WRITE_CLEAN), 0);
+	ck_assert_int_eq(zr_file_test_flags(f, 0) & ZR_SLOT_SAME, ZR_SLOT_SAME);
+	ck_assert_int_eq(zr_file_test_flags(f, 1) & ZR_SLOT_SAME, ZR_SLOT_SAME);
+	ck_assert_int_eq(zr_file_test_len(f, 1), 0);
+	zr_zpool_get_stats(zr_store_test_pool(st), &ps);
+	ck_assert_uint_eq(ps.obj_count, 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_zero, 2);
+	ck_assert_uint_eq(s.compr_data_size, 0);
+	ck_assert_uint_eq(s.orig_data_size, 2 * bs);
+	ck_assert_uint_eq(s.blocks_dirty, 1);
+	ck_assert_int_eq(zr_file_read(f, 1, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Random data does not save min_saving: stored raw, whole block. */
+START_TEST(test_raw)
+{
+	uint32_t bs = 65536;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_RANDOM, 5, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 3, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_test_flags(f, 3) & ZR_SLOT_RAW, ZR_SLOT_RAW);
+	ck_assert_int_eq(zr_file_test_len(f, 3), (int)bs);
+	/* Text shrinks and is stored compressed, below bs - min_saving. */
+	zr_datagen_fill(ZR_DATA_TEXT, 6, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 4, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_test_flags(f, 4) & (ZR_SLOT_RAW | ZR_SLOT_SAME), 0);
+	ck_assert_int_le(zr_file_test_len(f, 4), (int)(bs - bs / 8));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_raw, 1);
+	ck_assert_uint_eq(s.blocks_hot, 1);
+	ck_assert_uint_eq(s.compr_data_size, bs + (uint64_t)zr_file_test_len(f, 4));
+	ck_assert_int_eq(zr_file_read(f, 4, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* A block at 2^40 costs a handful of nodes, and dropping it frees them. */
+START_TEST(test_sparse)
+{
+	uint32_t bs = 4096;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	uint64_t far = 1ull << 40, idx, meta0;
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_store_get_stats(st, &s);
+	meta0 = s.meta_bytes;
+	zr_datagen_fill(ZR_DATA_TEXT, 9, in, bs);
+	ck_assert_int_eq(zr_file_write(f, far, in, ZR_WRITE_DIRTY), 0);
+	/* One leaf (16 slots) and six interior nodes of 64 pointers. */
+	ck_assert_uint_le(zr_file_test_map_bytes(f), 8 * 600);
+	ck_assert_uint_gt(zr_file_test_map_bytes(f), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.meta_bytes - meta0, zr_file_test_map_bytes(f));
+	ck_assert_int_eq(zr_file_next_present(f, 0, &idx), 1);
+	ck_assert_uint_eq(idx, far);
+	ck_assert_int_eq(zr_file_next_present(f, far + 1, &idx), 0);
+	ck_assert_int_eq(zr_file_read(f, far, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	ck_assert_int_eq(zr_file_read(f, far - 1, out), 0);
+	ck_assert_uint_eq(zr_file_dirty_end(f), far + 1);
+	/* Now a small block too: the tree keeps both. */
+	ck_assert_int_eq(zr_file_write(f, 2, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(f, UINT64_MAX, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_uint_eq(zr_file_nblocks(f), 3);
+	ck_assert_int_eq(zr_file_next_present(f, 3, &idx), 1);
+	ck_assert_uint_eq(idx, far);
+	ck_assert_int_eq(zr_file_next_present(f, far + 1, &idx), 1);
+	ck_assert_uint_eq(idx, UINT64_MAX);
+	ck_assert_int_eq(zr_file_read(f, UINT64_MAX, out), 1);
+	zr_file_drop(f, 3, UINT64_MAX);
+	ck_assert_uint_eq(zr_file_nblocks(f), 1);
+	/* Back to one leaf. */
+	ck_assert_uint_le(zr_file_test_map_bytes(f), 400);
+	zr_file_drop(f, 0, UINT64_MAX);
+	ck_assert_uint_eq(zr_file_test_map_bytes(f), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.meta_bytes, meta0);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Truncate and punch: exactly the asked range goes. */
+START_TEST(test_drop)
+{
+	uint32_t bs = 4096;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+	uint64_t i, idx;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 100; i++) {
+		zr_datagen_fill(ZR_DATA_MIXED, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	zr_file_drop(f, 10, 10);		/* punch [10, 20) */
+	ck_assert_uint_eq(zr_file_nblocks(f), 90);
+	ck_assert_int_eq(zr_file_read(f, 9, out), 1);
+	ck_assert_int_eq(zr_file_read(f, 10, out), 0);
+	ck_assert_int_eq(zr_file_read(f, 19, out), 0);
+	ck_assert_int_eq(zr_file_read(f, 20, out), 1);
+	zr_datagen_fill(ZR_DATA_MIXED, 20, in, bs);
+	ck_assert_mem_eq(in, out, bs);
+	ck_assert_int_eq(zr_file_next_present(f, 10, &idx), 1);
+	ck_assert_uint_eq(idx, 20);
+	zr_file_drop(f, 50, UINT64_MAX);	/* truncate to 50 blocks */
+	ck_assert_uint_eq(zr_file_nblocks(f), 40);
+	ck_assert_uint_eq(zr_file_dirty_end(f), 50);
+	zr_file_drop(f, 0, 0);
+	ck_assert_uint_eq(zr_file_nblocks(f), 40);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.orig_data_size, 40ull * bs);
+	ck_assert_uint_eq(s.blocks_dirty, 40);
+	ck_assert_uint_eq(s.blocks_zero + s.blocks_raw + s.blocks_hot + s.blocks_cold, 40);
+	zr_file_put(f);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.orig_data_size, 0);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(s.files, 0);
+	ck_assert_uint_eq(s.mem_used_total, 0);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Adjacent dirty blocks go out in one call, at most 1 MiB per call. */
+START_TEST(test_writeback_runs)
+{
+	uint32_t bs = 65536;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	int owner;
+	struct zr_stats s;
+	struct zr_file *f;
+	uint64_t i;
+
+	r.verify_kind = ZR_DATA_TEXT;
+	ck_assert_int_eq(zr_file_create(st, &owner, &f), 0);
+	for (i = 0; i < 40; i++) {
+		if (i == 3 || i == 4 || i == 7)
+			continue;
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in,
+					       i == 8 ? ZR_WRITE_CLEAN : ZR_WRITE_DIRTY), 0);
+	}
+	ck_assert(zr_file_dirty(f));
+	ck_assert_int_eq(zr_file_writeback(f), 0);
+	/* [0,3) [5,7) [9,25) [25,40): 16 blocks of 64 KiB = 1 MiB per run. */
+	ck_assert_uint_eq(r.ncalls, 4);
+	ck_assert_ptr_eq(r.call[0].owner, &owner);
+	ck_assert_uint_eq(r.call[0].index, 0);
+	ck_assert_uint_eq(r.call[0].n, 3);
+	ck_assert_uint_eq(r.call[1].index, 5);
+	ck_assert_uint_eq(r.call[1].n, 2);
+	ck_assert_uint_eq(r.call[2].index, 9);
+	ck_assert_uint_eq(r.call[2].n, 16);
+	ck_assert_uint_eq(r.call[3].index, 25);
+	ck_assert_uint_eq(r.call[3].n, 15);
+	ck_assert_uint_eq(r.bad, 0);
+	ck_assert(!zr_file_dirty(f));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.writebacks, 36);
+	ck_assert_uint_eq(s.bytes_written_back, 36ull * bs);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(zr_file_dirty_end(f), 0);
+	/* Nothing left to do. */
+	ck_assert_int_eq(zr_file_writeback(f), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
+/* A failed writeback keeps the blocks dirty and sets the sticky error. */
+START_TEST(test_writeback_error)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_BINARY, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(f, 1, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(f, 5, in, ZR_WRITE_DIRTY), 0);
+	r.fail = -ENOSPC;
+	ck_assert_int_eq(zr_file_writeback(f), -ENOSPC);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert(zr_file_dirty(f));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 3);
+	ck_assert_uint_eq(s.writeback_errors, 2);
+	ck_assert_uint_eq(s.writebacks, 0);
+	ck_assert_int_eq(zr_file_test_flags(f, 0) & (ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB),
+			 ZR_SLOT_DIRTY);
+	ck_assert_int_eq(zr_file_take_error(f), -ENOSPC);
+	ck_assert_int_eq(zr_file_take_error(f), 0);
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), -ENOSPC);
+	ck_assert_int_eq(zr_file_read(f, 5, out), 1);
+	ck_assert_mem_eq(in, out, bs);
+	r.fail = 0;
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert(!zr_file_dirty(f));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.writebacks, 3);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* A rewrite during the writeback call keeps the new data dirty. */
+START_TEST(test_rewrite_under_writeback)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *a = xmalloc(bs), *b = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, a, bs);
+	zr_datagen_fill(ZR_DATA_TEXT, 2, b, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, a, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(f, 1, a, ZR_WRITE_DIRTY), 0);
+	r.rewrite_file = f;
+	r.rewrite_index = 1;
+	r.rewrite_data = b;
+	ck_assert_int_eq(zr_file_writeback(f), 0);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert_int_eq(zr_file_test_flags(f, 0) & ZR_SLOT_DIRTY, 0);
+	ck_assert_int_eq(zr_file_test_flags(f, 1) & (ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB),
+			 ZR_SLOT_DIRTY);
+	ck_assert_int_eq(zr_file_read(f, 1, out), 1);
+	ck_assert_mem_eq(b, out, bs);
+	ck_assert_int_eq(zr_file_writeback(f), 0);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert_uint_eq(r.call[1].index, 1);
+	ck_assert(!zr_file_dirty(f));
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(a);
+	free(b);
+	free(out);
+}
+END_TEST
+
+/* ZR_WB_IDLE, ZR_WB_RAW, ZR_WB_DROP; expiry by age. */
+START_TEST(test_writeback_flags)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+	uint64_t freed;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(f, 2, in, ZR_WRITE_DIRTY), 0);
+	zr_datagen_fill(ZR_DATA_RANDOM, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 4, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_store_writeback_all(st, 0), -EINVAL);
+	/* Not expired yet. */
+	ck_assert_int_eq(zr_store_writeback_expired(st, 3600 * 1000), 0);
+	ck_assert_uint_eq(r.ncalls, 0);
+	/* Raw ones only. */
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_RAW), 0);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert_uint_eq(r.call[0].index, 4);
+	/* First idle pass: nothing idle yet, everything becomes idle. */
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_IDLE), 0);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);	/* 0 is busy again */
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_IDLE | ZR_WB_DROP), 0);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert_uint_eq(r.call[1].index, 2);
+	/* Block 2 written and dropped, clean idle block 4 dropped, 0 kept. */
+	ck_assert_uint_eq(zr_file_nblocks(f), 1);
+	ck_assert_int_eq(zr_file_test_flags(f, 0) & ZR_SLOT_DIRTY, ZR_SLOT_DIRTY);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.demotions, 2);
+	ck_assert_uint_eq(s.writebacks, 2);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert(!zr_file_dirty(f));
+	freed = (uint64_t)zr_file_test_len(f, 0) + zr_file_test_map_bytes(f);
+	ck_assert_uint_eq(zr_store_drop_clean(st), freed);
+	ck_assert_uint_eq(zr_file_nblocks(f), 0);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Every block dirty and writeback failing: -ENOSPC, nothing lost; then ok. */
+START_TEST(test_make_room_enospc)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 1 << 20, i, n;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	r.fail = -EIO;
+	for (i = 0; zr_store_make_room(st, bs) == 0; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_lt(i, 1000);
+	}
+	n = i;
+	ck_assert_uint_gt(n, 10);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.enospc, 1);
+	ck_assert_uint_gt(s.writeback_errors, 0);
+	ck_assert_uint_eq(s.demotions, 0);
+	ck_assert_uint_le(s.mem_used_total, budget);
+	ck_assert_uint_eq(zr_file_nblocks(f), n);
+	ck_assert_int_eq(zr_store_reclaim(st, 0, 10), -ENOSPC);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	ck_assert_int_eq(zr_file_take_error(f), -EIO);
+	r.fail = 0;
+	r.verify_kind = ZR_DATA_RANDOM;
+	ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_le(s.mem_used_total, budget / 100 * 80);
+	ck_assert_uint_gt(s.writebacks, 0);
+	ck_assert_uint_gt(s.demotions, 0);
+	ck_assert_uint_eq(r.bad, 0);
+	ck_assert_uint_eq(s.bytes_written_back, r.bytes);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Counters match a known sequence exactly. */
+START_TEST(test_stats)
+{
+	uint32_t bs = 8192;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_zpool_stats ps;
+	struct zr_stats s;
+	struct zr_file *f, *g;
+	uint64_t compr;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	ck_assert_int_eq(zr_file_create(st, NULL, &g), 0);
+	zr_datagen_fill(ZR_DATA_ZERO, 0, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 1, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_write(g, 1, in, ZR_WRITE_CLEAN), 0);
+	zr_datagen_fill(ZR_DATA_RANDOM, 2, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 2, in, ZR_WRITE_CLEAN), 0);
+	ck_assert_int_eq(zr_file_read(f, 1, out), 1);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_int_eq(zr_file_read(f, 9, out), 0);
+	ck_assert_int_eq(zr_file_read(g, 0, out), 0);
+	compr = (uint64_t)zr_file_test_len(f, 1) + zr_file_test_len(g, 1) + bs;
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.orig_data_size, 4ull * bs);
+	ck_assert_uint_eq(s.compr_data_size, compr);
+	ck_assert_uint_eq(s.blocks_zero, 1);
+	ck_assert_uint_eq(s.blocks_hot, 2);
+	ck_assert_uint_eq(s.blocks_raw, 1);
+	ck_assert_uint_eq(s.blocks_cold, 0);
+	ck_assert_uint_eq(s.blocks_dirty, 2);
+	ck_assert_uint_eq(s.hits, 2);
+	ck_assert_uint_eq(s.misses, 2);
+	ck_assert_uint_eq(s.files, 2);
+	ck_assert_uint_eq(s.budget, 1 << 30);
+	zr_zpool_get_stats(zr_store_test_pool(st), &ps);
+	ck_assert_uint_eq(ps.obj_bytes, compr);
+	ck_assert_uint_eq(s.mem_used_total, zr_store_mem_used(st));
+	ck_assert_uint_eq(s.mem_used_total, ps.mem_used + s.meta_bytes - ps.meta_bytes);
+	ck_assert_uint_ge(s.mem_used_max, s.mem_used_total);
+	ck_assert_uint_ge(s.meta_bytes, 2 * zr_file_test_map_bytes(f));
+	/* Rewrite a hot block with a raw one: counters move, not add up. */
+	ck_assert_int_eq(zr_file_write(g, 1, in, ZR_WRITE_DIRTY), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.orig_data_size, 4ull * bs);
+	ck_assert_uint_eq(s.blocks_hot, 1);
+	ck_assert_uint_eq(s.blocks_raw, 2);
+	ck_assert_uint_eq(s.blocks_dirty, 3);
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(s.writebacks, 3);
+	ck_assert_uint_eq(s.bytes_written_back, 3ull * bs);
+	zr_file_put(g);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.files, 1);
+	ck_assert_uint_eq(s.orig_data_size, 3ull * bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* The pool refuses memory: -ENOMEM, and the old block is still there. */
+START_TEST(test_enomem)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *a = xmalloc(bs), *b = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s0, s1;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, a, bs);
+	zr_datagen_fill(ZR_DATA_BINARY, 2, b, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, a, ZR_WRITE_DIRTY), 0);
+	zr_store_get_stats(st, &s0);
+	zr_zpool_fail_after(zr_store_test_pool(st), 0);
+	ck_assert_int_eq(zr_file_write(f, 0, b, ZR_WRITE_DIRTY), -ENOMEM);
+	ck_assert_int_eq(zr_file_write(f, 1, b, ZR_WRITE_DIRTY), -ENOMEM);
+	zr_datagen_fill(ZR_DATA_RANDOM, 2, b, bs);
+	ck_assert_int_eq(zr_file_write(f, 1, b, ZR_WRITE_DIRTY), -ENOMEM);
+	/* Same blocks need no allocation. */
+	memset(b, 0, bs);
+	ck_assert_int_eq(zr_file_write(f, 2, b, ZR_WRITE_DIRTY), 0);
+	zr_file_drop(f, 2, 1);
+	zr_store_get_stats(st, &s1);
+	ck_assert_uint_eq(s1.orig_data_size, s0.orig_data_size);
+	ck_assert_uint_eq(s1.compr_data_size, s0.compr_data_size);
+	ck_assert_uint_eq(s1.meta_bytes, s0.meta_bytes);
+	ck_assert_uint_eq(zr_file_nblocks(f), 1);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(a, out, bs);
+	zr_zpool_fail_after(zr_store_test_pool(st), -1);
+	zr_datagen_fill(ZR_DATA_BINARY, 2, b, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, b, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(b, out, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(a);
+	free(b);
+	free(out);
+}
+END_TEST
+
+/* Corrupt compressed data reads as -EIO, never a crash. */
+START_TEST(test_corrupt)
+{
+	uint32_t bs = 65536;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_file *f;
+	int len, i;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	len = zr_file_test_len(f, 0);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(zr_file_test_corrupt(f, 0, (uint32_t)len, 1), -EINVAL);
+	ck_assert_int_eq(zr_file_test_corrupt(f, 7, 0, 1), -ENOENT);
+	for (i = 0; i < len; i++)
+		ck_assert_int_eq(zr_file_test_corrupt(f, 0, (uint32_t)i, 0xa5), 0);
+	ck_assert_int_eq(zr_file_read(f, 0, out), -EIO);
+	/* Its writeback fails too, and the block stays dirty. */
+	ck_assert_int_eq(zr_file_writeback(f), -EIO);
+	ck_assert_uint_eq(r.ncalls, 0);
+	ck_assert(zr_file_dirty(f));
+	ck_assert_int_eq(zr_file_take_error(f), -EIO);
+	/* Truncated length: the last byte flipped. */
+	ck_assert_int_eq(zr_file_write(f, 1, in, ZR_WRITE_DIRTY), 0);
+	len = zr_file_test_len(f, 1);
+	ck_assert_int_eq(zr_file_test_corrupt(f, 1, (uint32_t)len - 1, 0xff), 0);
+	i = zr_file_read(f, 1, out);
+	ck_assert(i == -EIO || i == 1);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* One writer calling make_room first never passes the budget by more than a block. */
+START_TEST(test_budget)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 2 << 20, i;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 1000; i++) {
+		zr_datagen_fill(ZR_DATA_MIXED, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_le(zr_store_mem_used(st), budget + bs + 1024);
+		if (i % 7 == 0 && zr_file_read(f, i / 2, out) == 1) {
+			zr_datagen_fill(ZR_DATA_MIXED, i / 2, in, bs);
+			ck_assert_mem_eq(in, out, bs);
+		}
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_le(s.mem_used_max, budget + bs + 1024);
+	ck_assert_uint_gt(s.demotions, 0);
+	ck_assert_uint_eq(s.enospc, 0);
+	/* Nothing dirty was dropped: every block is in RAM or was written. */
+	for (i = 0; i < 1000; i++) {
+		int rc = zr_file_read(f, i, out);
+
+		ck_assert_int_ge(rc, 0);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_ge(s.writebacks + zr_file_nblocks(f), 1000 - s.blocks_zero);
+	ck_assert(!zr_store_above_high(st) || s.mem_used_total > budget / 100 * 90);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+	Suite *s = suite_create("store");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_config);
+	tcase_add_loop_test(tc, test_roundtrip, 0, (int)ZR_ARRAY_SIZE(sizes));
+	tcase_add_test(tc, test_same);
+	tcase_add_test(tc, test_raw);
+	tcase_add_test(tc, test_sparse);
+	tcase_add_test(tc, test_drop);
+	tcase_add_test(tc, test_stats);
+	tcase_add_test(tc, test_enomem);
+	tcase_add_test(tc, test_corrupt);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("writeback");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_writeback_runs);
+	tcase_add_test(tc, test_writeback_error);
+	tcase_add_test(tc, test_rewrite_under_writeback);
+	tcase_add_test(tc, test_writeback_flags);
+	tcase_add_test(tc, test_make_room_enospc);
+	tcase_add_test(tc, test_budget);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(store_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
