@@ -1,0 +1,68 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# allow_other: with -o allow_other, a second user (nobody, 65534) reaches the
+# mount, permissions are enforced like on a local filesystem, and what that
+# user creates (file, directory, symlink, fifo) is owned by that user, in the
+# mount and in the backing directory.  A passthrough that creates everything
+# as root, or that lets anyone do anything, fails here.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_root "switches to another user"
+zr_need_tool setpriv
+U=65534
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+chmod 0755 "$ZR_TMP" "$B" "$M"
+zr_mount "allow_other" "$B" "$M"
+M=$ZR_MNT
+
+# as_nobody CMD...: runs CMD as uid/gid 65534 with no supplementary groups.
+as_nobody() {
+	setpriv --reuid=$U --regid=$U --clear-groups -- "$@"
+}
+
+mkdir -m 0755 "$M/rootdir"
+mkdir "$M/pub"
+chmod 1777 "$M/pub"
+echo secret >"$M/secret"
+chmod 0600 "$M/secret"
+echo "root's" >"$M/pub/rootfile"
+echo public >"$M/readable"
+chmod 0644 "$M/readable"
+
+say "nobody can read a 0644 file, not a 0600 one"
+[ "$(as_nobody cat "$M/readable")" = public ] || fail "nobody cannot read a 0644 file"
+zr_expect_err "Permission denied" as_nobody cat "$M/secret"
+say "nobody cannot create in a root-owned 0755 directory"
+zr_expect_err "Permission denied" as_nobody touch "$M/rootdir/x"
+zr_expect_err "Permission denied" as_nobody mkdir "$M/rootdir/d"
+[ ! -e "$M/rootdir/x" ] || fail "rootdir/x exists after a denied create"
+zr_expect_err "Permission denied" as_nobody sh -c "echo x >>'$M/readable'"
+say "nobody cannot remove root's file from a sticky directory"
+zr_expect_err "Operation not permitted" as_nobody rm -f "$M/pub/rootfile"
+zr_expect_err "Operation not permitted" as_nobody chmod 0777 "$M/readable"
+
+say "nobody creates in a 1777 directory: owned by $U:$U"
+as_nobody sh -c "echo mine >'$M/pub/file'" || fail "nobody cannot create in a 1777 directory"
+as_nobody mkdir "$M/pub/dir" || fail "nobody cannot mkdir in a 1777 directory"
+as_nobody ln -s file "$M/pub/link" || fail "nobody cannot symlink"
+as_nobody mkfifo "$M/pub/fifo" || fail "nobody cannot mkfifo"
+as_nobody sh -c "echo sub >'$M/pub/dir/f'" || fail "nobody cannot create in its own directory"
+for f in file dir link fifo dir/f; do
+	own=$(stat -c %u:%g "$M/pub/$f")
+	[ "$own" = "$U:$U" ] || fail "pub/$f is owned by $own through the mount, expected $U:$U"
+done
+[ "$(as_nobody cat "$M/pub/file")" = mine ] || fail "nobody cannot read its own file"
+as_nobody chmod 0600 "$M/pub/file" || fail "nobody cannot chmod its own file"
+[ "$(stat -c %a "$M/pub/file")" = 600 ] || fail "chmod by nobody did not apply"
+zr_expect_err "Operation not permitted" as_nobody chown 0 "$M/pub/file"
+zr_umount
+
+say "checking ownership in the backing directory"
+for f in file dir link fifo dir/f; do
+	own=$(stat -c %u:%g "$B/pub/$f")
+	[ "$own" = "$U:$U" ] || fail "backing pub/$f is owned by $own, expected $U:$U"
+done
+[ "$(cat "$B/pub/file")" = mine ] || fail "backing pub/file content wrong"
+[ ! -e "$B/rootdir/x" ] || fail "backing has rootdir/x"

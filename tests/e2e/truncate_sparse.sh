@@ -1,0 +1,124 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# truncate_sparse: truncate down and up, extension with a hole past the end,
+# hole punching, and a sparse file with data at 1 GiB and 1 TiB.  Every
+# operation is repeated on a reference file in a plain directory and the two
+# must compare equal while mounted and after a remount.  SEEK_DATA/SEEK_HOLE
+# must report the holes (also while the data is only in RAM) and st_blocks
+# must be sane (a 1 TiB sparse file does not occupy 1 TiB; a dense file is
+# not reported as all holes, which would fool tar and cp).
+. "$(dirname "$0")/lib.sh"
+zr_init
+SEEK=$(zr_helper zr_seek)
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt R=$ZR_TMP/ref
+mkdir -p "$B" "$M" "$R"
+head -c 300000 /dev/urandom >"$ZR_TMP/rand"
+head -c 4096 /dev/urandom >"$ZR_TMP/page1"
+head -c 4096 /dev/urandom >"$ZR_TMP/page2"
+G=$((1 << 30)) T=$((1 << 40))
+
+zr_mount "size=64M,dirty_expire=1h,block_size=64k" "$B" "$M"
+M=$ZR_MNT
+
+# both CMD...: runs CMD with F replaced by the file on the mount and on the
+# reference directory.
+both() {
+	local d
+	for d in "$M" "$R"; do
+		"${@//@/$d}" || fail "'$*' failed on $d"
+	done
+}
+same() {
+	cmp "$R/$1" "$M/$1" || fail "$1 differs from the reference ($2)"
+	[ "$(stat -c %s "$R/$1")" = "$(stat -c %s "$M/$1")" ] || fail "$1: size differs ($2)"
+}
+
+say "truncate down and up"
+both cp "$ZR_TMP/rand" @/t1
+both truncate -s 100001 @/t1
+same t1 "after truncate to 100001"
+both truncate -s 250000 @/t1
+same t1 "after truncate up to 250000"
+cmp -n 149999 -i 100001:0 "$M/t1" /dev/zero || fail "bytes past the old end are not zero"
+both truncate -s 0 @/t1
+same t1 "after truncate to 0"
+both dd if="$ZR_TMP/rand" of=@/t1 bs=10000 count=3 status=none
+same t1 "rewrite after truncate to 0"
+
+say "extend with a hole by writing past the end"
+both cp "$ZR_TMP/rand" @/t2
+both dd if="$ZR_TMP/page1" of=@/t2 bs=4096 seek=200 conv=notrunc status=none
+same t2 "after writing at 800 KiB"
+cmp -n $((800 * 1024 - 300000)) -i 300000:0 "$M/t2" /dev/zero ||
+	fail "the hole between 300000 and 800 KiB is not zero"
+
+if command -v fallocate >/dev/null; then
+	say "punch a hole"
+	both fallocate -p -o 65536 -l 131072 @/t2
+	same t2 "after punching 64K..192K"
+	cmp -n 131072 -i 65536:0 "$M/t2" /dev/zero || fail "punched range is not zero"
+else
+	say "fallocate absent: hole punching not checked"
+fi
+
+say "sparse file: 4 KiB at 1 GiB and at 1 TiB"
+both truncate -s 0 @/sparse
+both dd if="$ZR_TMP/page1" of=@/sparse bs=4096 seek=$((G / 4096)) conv=notrunc status=none
+both dd if="$ZR_TMP/page2" of=@/sparse bs=4096 seek=$((T / 4096)) conv=notrunc status=none
+[ "$(stat -c %s "$M/sparse")" = $((T + 4096)) ] || fail "sparse size is $(stat -c %s "$M/sparse")"
+
+# check_sparse WHEN: contents, blocks and SEEK_DATA/SEEK_HOLE of the sparse
+# file.  Data may be reported at block granularity (128 KiB at most).
+check_sparse() {
+	local f=$M/sparse seg blocks
+	dd if="$f" bs=4096 skip=$((G / 4096)) count=1 status=none | cmp - "$ZR_TMP/page1" ||
+		fail "data at 1 GiB differs ($1)"
+	dd if="$f" bs=4096 skip=$((T / 4096)) count=1 status=none | cmp - "$ZR_TMP/page2" ||
+		fail "data at 1 TiB differs ($1)"
+	dd if="$f" bs=1M skip=512 count=1 status=none | cmp -n 1048576 - /dev/zero ||
+		fail "the hole at 512 MiB does not read as zeros ($1)"
+	blocks=$(stat -c %b "$f")
+	say "sparse: st_blocks $blocks, du $(du -k "$f" | cut -f1) KiB ($1)"
+	[ $((blocks * 512)) -le $((16 << 20)) ] ||
+		fail "sparse file occupies $((blocks * 512)) bytes ($1)"
+	seg=$("$SEEK" "$f") || fail "SEEK_DATA/SEEK_HOLE failed ($1): $seg"
+	echo "$seg" | sed 's/^/     /'
+	echo "$seg" | awk -v g=$G -v t=$T -v end=$((T + 4096)) -v k=131072 '
+		$1 == "data" { n++; s[n] = $2; e[n] = $3 }
+		END {
+			if (n != 2) { print "expected 2 data segments, got " n; exit 1 }
+			if (s[1] > g || s[1] < g - k || e[1] < g + 4096 || e[1] > g + k) {
+				print "first segment " s[1] ".." e[1] " does not match 1 GiB"; exit 1 }
+			if (s[2] > t || s[2] < t - k || e[2] != end) {
+				print "second segment " s[2] ".." e[2] " does not match 1 TiB"; exit 1 }
+		}' || fail "SEEK_DATA/SEEK_HOLE report the wrong segments ($1)"
+}
+check_sparse "while mounted, data in RAM"
+
+say "dense file: st_blocks not zero"
+cp "$ZR_TMP/rand" "$M/dense"
+blocks=$(stat -c %b "$M/dense")
+[ "$blocks" -gt 0 ] || fail "a 300000-byte file with data reports st_blocks 0"
+[ $((blocks * 512)) -le $((300000 + (1 << 20))) ] || fail "dense file st_blocks $blocks too large"
+seg=$("$SEEK" "$M/dense")
+[ "$(echo "$seg" | head -n 1)" = "data 0 300000" ] ||
+	fail "dense file: SEEK_DATA/SEEK_HOLE gives '$seg'"
+
+zr_ctl writeback all
+check_sparse "after writeback all"
+zr_umount
+for f in t1 t2 sparse; do
+	if [ "$f" = sparse ]; then
+		[ "$(stat -c %s "$B/sparse")" = $((T + 4096)) ] || fail "backing sparse size wrong"
+	else
+		cmp "$R/$f" "$B/$f" || fail "backing $f differs from the reference"
+	fi
+done
+
+zr_mount "" "$B" "$M"
+M=$ZR_MNT
+same t1 "after remount"
+same t2 "after remount"
+check_sparse "after remount"
+zr_umount
