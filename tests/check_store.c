@@ -88,6 +88,26 @@ static struct zr_store *mkstore(uint32_t bs, uint64_t budget, struct rec *r)
 	return st;
 }
 
+/* Metadata of the store alone (nodes, file records), without the pool's. */
+static uint64_t store_meta(struct zr_store *st)
+{
+	struct zr_zpool_stats ps;
+	struct zr_stats s;
+
+	zr_store_get_stats(st, &s);
+	zr_zpool_get_stats(zr_store_test_pool(st), &ps);
+	return s.meta_bytes - ps.meta_bytes;
+}
+
+/* Objects left in the pool. */
+static uint64_t pool_objs(struct zr_store *st)
+{
+	struct zr_zpool_stats ps;
+
+	zr_zpool_get_stats(zr_store_test_pool(st), &ps);
+	return ps.obj_count;
+}
+
 static void *xmalloc(size_t n)
 {
 	void *p = malloc(n);
@@ -170,7 +190,8 @@ START_TEST(test_roundtrip)
 	ck_assert_uint_eq(out[0], 0x33);
 	ck_assert_uint_eq(zr_file_nblocks(f), ZR_DATA_COUNT * 4);
 	zr_file_put(f);
-	ck_assert_uint_eq(zr_store_mem_used(st), 0);
+	ck_assert_uint_eq(store_meta(st), 0);
+	ck_assert_uint_eq(pool_objs(st), 0);
 	zr_store_destroy(st);
 	free(in);
 	free(out);
@@ -250,19 +271,16 @@ START_TEST(test_sparse)
 	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
 	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
 	uint64_t far = 1ull << 40, idx, meta0;
-	struct zr_stats s;
 	struct zr_file *f;
 
 	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
-	zr_store_get_stats(st, &s);
-	meta0 = s.meta_bytes;
+	meta0 = store_meta(st);
 	zr_datagen_fill(ZR_DATA_TEXT, 9, in, bs);
 	ck_assert_int_eq(zr_file_write(f, far, in, ZR_WRITE_DIRTY), 0);
 	/* One leaf (16 slots) and six interior nodes of 64 pointers. */
 	ck_assert_uint_le(zr_file_test_map_bytes(f), 8 * 600);
 	ck_assert_uint_gt(zr_file_test_map_bytes(f), 0);
-	zr_store_get_stats(st, &s);
-	ck_assert_uint_eq(s.meta_bytes - meta0, zr_file_test_map_bytes(f));
+	ck_assert_uint_eq(store_meta(st) - meta0, zr_file_test_map_bytes(f));
 	ck_assert_int_eq(zr_file_next_present(f, 0, &idx), 1);
 	ck_assert_uint_eq(idx, far);
 	ck_assert_int_eq(zr_file_next_present(f, far + 1, &idx), 0);
@@ -285,8 +303,7 @@ START_TEST(test_sparse)
 	ck_assert_uint_le(zr_file_test_map_bytes(f), 400);
 	zr_file_drop(f, 0, UINT64_MAX);
 	ck_assert_uint_eq(zr_file_test_map_bytes(f), 0);
-	zr_store_get_stats(st, &s);
-	ck_assert_uint_eq(s.meta_bytes, meta0);
+	ck_assert_uint_eq(store_meta(st), meta0);
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);
@@ -333,7 +350,8 @@ START_TEST(test_drop)
 	ck_assert_uint_eq(s.orig_data_size, 0);
 	ck_assert_uint_eq(s.blocks_dirty, 0);
 	ck_assert_uint_eq(s.files, 0);
-	ck_assert_uint_eq(s.mem_used_total, 0);
+	ck_assert_uint_eq(store_meta(st), 0);
+	ck_assert_uint_eq(pool_objs(st), 0);
 	zr_store_destroy(st);
 	free(in);
 	free(out);
