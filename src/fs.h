@@ -1,4 +1,233 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fs.h - internal interfaces of the zramfs daemon: options, inodes, the
+ * bounded file-descriptor cache, the FUSE operations and the control files.
+ *
+ * Lock ordering (outermost first), for every file of the daemon:
+ *   1. zr_inode.lock         (one file's data path: RMW, size, times)
+ *   2. store locks           (zr_store.h: io mutex -> file lock -> pool)
+ *   3. zr_fs.ns_lock         (names: aliases, parents; rwlock)
+ *   4. zr_fs.fd_lock         (the fd cache and every zr_inode.fd field)
+ *   5. zr_fs.itable_lock     (the inode table and every zr_inode.refs)
+ * A store writeback callback runs under (2) and takes only (3)..(5).
+ * No lock is held while calling fuse_reply_*().
+ */
 #ifndef ZR_FS_H
 #define ZR_FS_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
 #endif
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <uthash.h>
+
+#include "zr_store.h"
+
+/* The hidden control directory at the mount root (reachable by name). */
+#define ZR_CTL_NAME "zramfs"
+#define ZR_CTL_DIRNAME ".zramfs"
+
+enum zr_cache_mode {
+	ZR_CACHE_WRITEBACK = 0,	/* tier holds dirty data, written back lazily */
+	ZR_CACHE_WRITETHROUGH,	/* tier holds clean copies; writes go to disk at once */
+	ZR_CACHE_NONE,		/* no tier: plain passthrough */
+};
+
+/* Options in force; filled by zr_options_parse(). */
+struct zr_options {
+	char *backing;		/* backing directory as given */
+	char *mountpoint;	/* mount point as given */
+	char *size_str, *comp_str, *comp_level_str, *cold_comp_str;
+	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
+	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
+	char *low_wm_str, *max_fds_str;
+	struct zr_store_config store;	/* parsed store settings */
+	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
+	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
+	enum zr_cache_mode cache;
+	unsigned max_fds;		/* size of the fd cache */
+	int foreground, debug, singlethread, show_help, show_version;
+	int allow_other, default_permissions, read_only;
+	int over_self;			/* "zramfs DIR": mount over DIR itself */
+};
+
+/**
+ * zr_options_parse() - parse argv into @o and the arguments handed to
+ * libfuse (@fargs, which the caller frees with fuse_opt_free_args()).
+ * @err: receives a message that names the problem and the allowed values.
+ * @return 0, or -EINVAL.
+ */
+int zr_options_parse(int argc, char **argv, struct zr_options *o,
+		     struct fuse_args *fargs, char *err, size_t errlen);
+
+/** Free the strings of @o. */
+void zr_options_free(struct zr_options *o);
+
+/** Print the usage and every option with its default and unit. */
+void zr_options_help(const char *prog);
+
+/* A name of an inode: (parent, name). Hard links have several. */
+struct zr_alias {
+	struct zr_inode *parent;	/* holds a reference on parent */
+	struct zr_alias *next;
+	char name[];
+};
+
+struct zr_inode_key {
+	dev_t dev;
+	ino_t ino;
+};
+
+struct zr_inode {
+	struct zr_inode_key key;	/* backing identity; immutable */
+	UT_hash_handle hh;		/* in zr_fs.inodes; itable_lock */
+	mode_t type;			/* S_IFMT bits; immutable */
+	uint64_t refs;			/* itable_lock: nlookup + internal references */
+	uint64_t nlookup;		/* itable_lock: kernel lookup count */
+
+	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
+	bool unlinked;			/* ns_lock: no name left */
+
+	int fd;				/* fd_lock: cached fd, -1 if none */
+	int fd_flags;			/* fd_lock: O_RDWR/O_RDONLY of fd */
+	unsigned fd_users;		/* fd_lock: pins on fd */
+	unsigned pins;			/* fd_lock: fd must stay (unlinked and open) */
+	struct zr_inode *lru_prev, *lru_next; /* fd_lock: fd cache LRU */
+
+	pthread_mutex_t lock;		/* protects the fields below */
+	struct zr_file *blocks;		/* regular files: the block map, or NULL */
+	uint64_t size;			/* cached size (atomic reads allowed) */
+	bool size_valid;		/* size was loaded from the backing file */
+	bool times_dirty;		/* fs->attr_lock: mtime must be stamped on the backing file */
+	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
+	uint64_t gen;			/* bumped by every change of the data */
+	unsigned open_count;		/* open file handles */
+	bool fd_pinned;			/* fd pinned because the last name went while open */
+	bool has_caps;			/* backing file has security.capability */
+	uint64_t seq_next;		/* next offset of a sequential stream */
+	uint64_t seq_bytes;		/* length of the current sequential stream */
+};
+
+struct zr_fs {
+	struct zr_options *opt;
+	struct fuse_session *se;
+	struct zr_store *store;		/* NULL with cache=none */
+	uint32_t bs;			/* block size */
+	int root_fd;			/* O_RDONLY|O_DIRECTORY of the backing root */
+	struct zr_inode root;
+
+	pthread_mutex_t itable_lock;
+	struct zr_inode *inodes;	/* itable_lock: hash by key */
+
+	pthread_rwlock_t ns_lock;
+	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
+
+	pthread_mutex_t fd_lock;
+	struct zr_inode *lru_head, *lru_tail; /* fd_lock: inodes with an idle fd */
+	unsigned nfds;			/* fd_lock: fds held by the cache */
+
+	/* statistics of the daemon itself (relaxed atomics) */
+	uint64_t bytes_read_backing;
+	uint64_t bytes_written_backing;
+	uint64_t fd_opens;
+
+	/* writeback thread */
+	pthread_t wb_thread;
+	pthread_mutex_t wb_lock;
+	pthread_cond_t wb_cond;
+	bool wb_stop;			/* wb_lock */
+	bool wb_running;
+	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
+
+	dev_t backing_dev;
+	bool read_only;
+	uint64_t timeout_s;		/* entry/attr timeout */
+};
+
+extern const struct fuse_lowlevel_ops zr_ops;
+
+/* inode.c */
+int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd);
+void zr_fs_destroy(struct zr_fs *fs);
+struct zr_inode *zr_inode_from_ino(struct zr_fs *fs, fuse_ino_t ino);
+void zr_inode_ref(struct zr_fs *fs, struct zr_inode *ino);
+void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino);
+int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
+		    const struct stat *st, struct zr_inode **out);
+void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n);
+int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
+		    const char *oldname, struct zr_inode *newp, const char *newname);
+int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		 const char *name);
+bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		     const char *name);
+int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino);
+void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino);
+void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino);
+void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino);
+int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
+		  char name[NAME_MAX + 1]);
+void zr_fs_sweep(struct zr_fs *fs);
+
+/* data.c */
+int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
+			 unsigned nblocks, const void *buf);
+int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd);
+int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
+void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
+int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);
+int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);
+void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino);
+void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+		     off_t off, struct fuse_file_info *fi);
+void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi);
+void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		     off_t len, struct fuse_file_info *fi);
+void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		 struct fuse_file_info *fi);
+void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			   struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			   off_t off_out, struct fuse_file_info *fi_out,
+			   size_t len, int flags);
+int zr_wb_start(struct zr_fs *fs);
+void zr_wb_stop(struct zr_fs *fs);
+
+/* ctl.c: the control directory */
+#define ZR_CTL_INO_DIR   ((fuse_ino_t)2)
+#define ZR_CTL_INO_STATS ((fuse_ino_t)3)
+#define ZR_CTL_INO_CONFIG ((fuse_ino_t)4)
+#define ZR_CTL_INO_CONTROL ((fuse_ino_t)5)
+#define ZR_CTL_INO_LAST  ZR_CTL_INO_CONTROL
+static inline bool zr_is_ctl(fuse_ino_t ino)
+{
+	return ino >= ZR_CTL_INO_DIR && ino <= ZR_CTL_INO_LAST;
+}
+void zr_ctl_stat(struct zr_fs *fs, fuse_ino_t ino, struct stat *st);
+int zr_ctl_lookup(struct zr_fs *fs, fuse_ino_t parent, const char *name,
+		  struct fuse_entry_param *e);
+void zr_ctl_open(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi);
+void zr_ctl_read(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, size_t size,
+		 off_t off, struct fuse_file_info *fi);
+void zr_ctl_write(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, const char *buf,
+		  size_t size, struct fuse_file_info *fi);
+void zr_ctl_release(struct zr_fs *fs, struct fuse_file_info *fi);
+void zr_ctl_readdir(fuse_req_t req, struct zr_fs *fs, size_t size, off_t off,
+		    int plus);
+
+static inline struct zr_fs *zr_fs_of(fuse_req_t req)
+{
+	return (struct zr_fs *)fuse_req_userdata(req);
+}
+
+#endif /* ZR_FS_H */

@@ -1,4 +1,409 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-/* placeholder */
+/*
+ * options.c - command line and mount options of zramfs.
+ *
+ * fuse_opt writes each of our options as a string into struct zr_options;
+ * zr_options_parse() then checks and converts every one, so that a wrong
+ * value is refused with a message naming the option and the allowed values
+ * before anything is mounted. Options we do not know are handed to libfuse,
+ * which refuses the unknown ones itself.
+ */
 #include "config.h"
-int zr_placeholder_options;
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+#include "zr_codec.h"
+#include "zr_util.h"
+
+enum {
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_SINGLE,
+	KEY_ALLOW_OTHER,
+	KEY_DEFAULT_PERMS,
+	KEY_RO,
+	KEY_IGNORE,
+};
+
+#define ZR_OPT(t, f) { t, offsetof(struct zr_options, f), 0 }
+
+static const struct fuse_opt zr_opt_spec[] = {
+	ZR_OPT("size=%s", size_str),
+	ZR_OPT("comp=%s", comp_str),
+	ZR_OPT("comp_level=%s", comp_level_str),
+	ZR_OPT("cold_comp=%s", cold_comp_str),
+	ZR_OPT("cold_level=%s", cold_level_str),
+	ZR_OPT("block_size=%s", block_size_str),
+	ZR_OPT("min_saving=%s", min_saving_str),
+	ZR_OPT("policy=%s", policy_str),
+	ZR_OPT("dirty_expire=%s", dirty_expire_str),
+	ZR_OPT("seq_cutoff=%s", seq_cutoff_str),
+	ZR_OPT("cache=%s", cache_str),
+	ZR_OPT("high_wm=%s", high_wm_str),
+	ZR_OPT("low_wm=%s", low_wm_str),
+	ZR_OPT("max_fds=%s", max_fds_str),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-s", KEY_SINGLE),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMS),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	/* fstab words that mount(8)/mount.fuse3 may leave in -o */
+	FUSE_OPT_KEY("defaults", KEY_IGNORE),
+	FUSE_OPT_KEY("auto", KEY_IGNORE),
+	FUSE_OPT_KEY("noauto", KEY_IGNORE),
+	FUSE_OPT_KEY("nofail", KEY_IGNORE),
+	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
+	FUSE_OPT_KEY("user", KEY_IGNORE),
+	FUSE_OPT_KEY("users", KEY_IGNORE),
+	FUSE_OPT_KEY("rw", KEY_IGNORE),
+	FUSE_OPT_END
+};
+
+struct parse_ctx {
+	struct zr_options *o;
+	int nonopts;
+	char *err;
+	size_t errlen;
+};
+
+/* fuse_opt hands the option struct to zr_opt_proc; the rest of the parse
+ * state lives here for the duration of one zr_options_parse() call. */
+static __thread struct parse_ctx *cur_pc;
+
+static int zr_opt_proc(void *data, const char *arg, int key,
+		       struct fuse_args *outargs)
+{
+	struct parse_ctx *pc = cur_pc;
+	struct zr_options *o = data;
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (pc->nonopts == 0)
+			o->backing = strdup(arg);
+		else if (pc->nonopts == 1)
+			o->mountpoint = strdup(arg);
+		else {
+			snprintf(pc->err, pc->errlen,
+				 "too many arguments: '%s' (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)",
+				 arg);
+			return -1;
+		}
+		pc->nonopts++;
+		return 0;
+	case KEY_HELP:
+		o->show_help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->show_version = 1;
+		return 0;
+	case KEY_FOREGROUND:
+		o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = 1;
+		o->foreground = 1;
+		return 1;	/* libfuse prints the requests */
+	case KEY_SINGLE:
+		o->singlethread = 1;
+		return 0;
+	case KEY_ALLOW_OTHER:
+		o->allow_other = 1;
+		return 1;
+	case KEY_DEFAULT_PERMS:
+		o->default_permissions = 1;
+		return 1;
+	case KEY_RO:
+		o->read_only = 1;
+		return 1;
+	case KEY_IGNORE:
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+		if (strncmp(arg, "x-", 2) == 0)
+			return 0;	/* fstab/systemd comments */
+		return 1;		/* libfuse judges it */
+	default:
+		return 1;
+	}
+}
+
+static int bad(struct parse_ctx *pc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int bad(struct parse_ctx *pc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(pc->err, pc->errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *e;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &e, 10);
+	if (errno || e == s || (*e != '\0' && strcmp(e, "%") != 0) || v < lo || v > hi)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_codec(struct parse_ctx *pc, const char *optname, const char *s,
+		       enum zr_codec_id *out)
+{
+	int id = zr_codec_by_name(s);
+
+	if (id < 0)
+		return bad(pc, "invalid value '%s' for %s: expected lz4, lz4hc, zstd or none",
+			   s, optname);
+	*out = (enum zr_codec_id)id;
+	return 0;
+}
+
+static int parse_level(struct parse_ctx *pc, const char *optname, const char *s,
+		       enum zr_codec_id codec, int *out)
+{
+	char *e;
+	long v;
+	int min = 0, max = 0;
+	char range[64];
+
+	errno = 0;
+	v = strtol(s, &e, 10);
+	if (errno || e == s || *e != '\0' || v < INT_MIN || v > INT_MAX ||
+	    zr_codec_level_valid(codec, (int)v, &min, &max) < 0) {
+		zr_codec_level_valid(codec, INT_MIN, &min, &max);
+		snprintf(range, sizeof(range), "%s accepts %d..%d",
+			 zr_codec_name(codec), min, max);
+		return bad(pc, "invalid value for %s: %s", optname, range);
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* Convert and check every option string; fill o->store and friends. */
+static int zr_options_check(struct parse_ctx *pc)
+{
+	struct zr_options *o = pc->o;
+	struct zr_store_config *c = &o->store;
+	uint64_t v;
+	int rc;
+
+	if (o->size_str) {
+		rc = zr_parse_size(o->size_str, zr_ram_bytes(), &v);
+		if (rc || v < 1024 * 1024)
+			return bad(pc, "invalid value '%s' for size: expected bytes with an optional k/m/g/t suffix or N%% of RAM (1..100), at least 1m%s",
+				   o->size_str, "");
+		c->budget = v;
+	}
+	if (o->block_size_str) {
+		rc = zr_parse_size(o->block_size_str, 0, &v);
+		if (rc || v < ZR_BLOCK_MIN || v > ZR_BLOCK_MAX || (v & (v - 1)))
+			return bad(pc, "invalid value '%s' for block_size: expected a power of two from 4k to 128k%s",
+				   o->block_size_str, "");
+		c->block_size = (uint32_t)v;
+	}
+	if (o->comp_str && (rc = parse_codec(pc, "comp", o->comp_str, &c->comp)))
+		return rc;
+	c->comp_level = zr_codec_default_level(c->comp);
+	if (o->comp_level_str &&
+	    (rc = parse_level(pc, "comp_level", o->comp_level_str, c->comp, &c->comp_level)))
+		return rc;
+	if (o->cold_comp_str &&
+	    (rc = parse_codec(pc, "cold_comp", o->cold_comp_str, &c->cold_comp)))
+		return rc;
+	if (o->cold_comp_str || !o->cold_level_str)
+		c->cold_level = zr_codec_default_level(c->cold_comp);
+	if (o->cold_level_str &&
+	    (rc = parse_level(pc, "cold_level", o->cold_level_str, c->cold_comp, &c->cold_level)))
+		return rc;
+	c->min_saving = c->block_size / 8;
+	if (o->min_saving_str) {
+		size_t l = strlen(o->min_saving_str);
+
+		if (l && o->min_saving_str[l - 1] == '%') {
+			unsigned pct;
+
+			if (parse_uint_pct(o->min_saving_str, 0, 99, &pct))
+				return bad(pc, "invalid value '%s' for min_saving: expected bytes below the block size, or 0..99%%%s",
+					   o->min_saving_str, "");
+			c->min_saving = (uint32_t)((uint64_t)c->block_size * pct / 100);
+		} else {
+			rc = zr_parse_size(o->min_saving_str, 0, &v);
+			if (rc || v >= c->block_size)
+				return bad(pc, "invalid value '%s' for min_saving: expected bytes below the block size, or 0..99%%%s",
+					   o->min_saving_str, "");
+			c->min_saving = (uint32_t)v;
+		}
+	}
+	if (o->policy_str) {
+		if (strcmp(o->policy_str, "adaptive") == 0)
+			c->policy = ZR_POLICY_ADAPTIVE;
+		else if (strcmp(o->policy_str, "lru") == 0)
+			c->policy = ZR_POLICY_LRU;
+		else
+			return bad(pc, "invalid value '%s' for policy: expected adaptive or lru%s",
+				   o->policy_str, "");
+	}
+	if (o->dirty_expire_str &&
+	    zr_parse_duration_ms(o->dirty_expire_str, &o->dirty_expire_ms))
+		return bad(pc, "invalid value '%s' for dirty_expire: expected a duration like 30s, 500ms, 2m (a bare number is seconds)%s",
+			   o->dirty_expire_str, "");
+	if (o->seq_cutoff_str && zr_parse_size(o->seq_cutoff_str, 0, &o->seq_cutoff))
+		return bad(pc, "invalid value '%s' for seq_cutoff: expected bytes with an optional k/m/g suffix (0 disables)%s",
+			   o->seq_cutoff_str, "");
+	if (o->cache_str) {
+		if (strcmp(o->cache_str, "writeback") == 0)
+			o->cache = ZR_CACHE_WRITEBACK;
+		else if (strcmp(o->cache_str, "writethrough") == 0)
+			o->cache = ZR_CACHE_WRITETHROUGH;
+		else if (strcmp(o->cache_str, "none") == 0)
+			o->cache = ZR_CACHE_NONE;
+		else
+			return bad(pc, "invalid value '%s' for cache: expected writeback, writethrough or none%s",
+				   o->cache_str, "");
+	}
+	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
+		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
+			   o->high_wm_str, "");
+	if (o->low_wm_str && parse_uint_pct(o->low_wm_str, 5, 100, &c->low_wm))
+		return bad(pc, "invalid value '%s' for low_wm: expected a percentage of size, 5..100%s",
+			   o->low_wm_str, "");
+	if (c->low_wm > c->high_wm) {
+		snprintf(pc->err, pc->errlen,
+			 "low_wm (%u%%) must not be above high_wm (%u%%)", c->low_wm, c->high_wm);
+		return -EINVAL;
+	}
+	if (o->max_fds_str) {
+		unsigned n;
+
+		if (parse_uint_pct(o->max_fds_str, 16, 1000000, &n) || strchr(o->max_fds_str, '%'))
+			return bad(pc, "invalid value '%s' for max_fds: expected a count, 16 or more%s",
+				   o->max_fds_str, "");
+		o->max_fds = n;
+	}
+	if (!o->backing && !o->show_help && !o->show_version) {
+		snprintf(pc->err, pc->errlen,
+			 "missing MOUNTPOINT (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)");
+		return -EINVAL;
+	}
+	if (o->backing && !o->mountpoint) {
+		o->mountpoint = strdup(o->backing);
+		o->over_self = 1;
+	}
+	return 0;
+}
+
+int zr_options_parse(int argc, char **argv, struct zr_options *o,
+		     struct fuse_args *fargs, char *err, size_t errlen)
+{
+	struct parse_ctx pc = { .o = o, .err = err, .errlen = errlen };
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	err[0] = '\0';
+	zr_store_config_default(&o->store);
+	o->store.budget = zr_ram_bytes() / 4;
+	o->dirty_expire_ms = 30000;
+	o->seq_cutoff = 4ull << 20;
+	o->cache = ZR_CACHE_WRITEBACK;
+	o->max_fds = 4096;
+
+	cur_pc = &pc;
+	rc = fuse_opt_parse(&args, o, zr_opt_spec, zr_opt_proc);
+	cur_pc = NULL;
+	if (rc == -1) {
+		if (!err[0])
+			snprintf(err, errlen, "invalid arguments");
+		fuse_opt_free_args(&args);
+		return -EINVAL;
+	}
+	if (zr_options_check(&pc) < 0) {
+		fuse_opt_free_args(&args);
+		return -EINVAL;
+	}
+	*fargs = args;
+	return 0;
+}
+
+void zr_options_free(struct zr_options *o)
+{
+	char **strs[] = {
+		&o->backing, &o->mountpoint, &o->size_str, &o->comp_str,
+		&o->comp_level_str, &o->cold_comp_str, &o->cold_level_str,
+		&o->block_size_str, &o->min_saving_str, &o->policy_str,
+		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
+		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str,
+	};
+
+	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
+		free(*strs[i]);
+		*strs[i] = NULL;
+	}
+}
+
+void zr_options_help(const char *prog)
+{
+	printf("usage: %s [options] BACKING MOUNTPOINT\n"
+	       "       %s [options] DIR          (mount over DIR itself)\n"
+	       "\n"
+	       "File contents are kept compressed in RAM and written back to BACKING lazily;\n"
+	       "names and metadata live in BACKING. See zramfs(8).\n"
+	       "\n"
+	       "general options:\n"
+	       "    -o opt,[opt...]        mount options\n"
+	       "    -f                     stay in the foreground\n"
+	       "    -d                     debug: print every request (implies -f)\n"
+	       "    -s                     single-threaded\n"
+	       "    -h, --help             this text\n"
+	       "    -V, --version          print the version\n"
+	       "\n"
+	       "zramfs options (default, unit):\n"
+	       "    -o size=SIZE           RAM budget of the compressed tier: bytes with k/m/g/t\n"
+	       "                           suffix, or N%% of RAM (default 25%%)\n"
+	       "    -o comp=CODEC          codec of hot blocks: lz4|lz4hc|zstd|none (lz4)\n"
+	       "    -o comp_level=N        level of comp (lz4 0 = acceleration 1, lz4hc 9, zstd 3)\n"
+	       "    -o cold_comp=CODEC     codec cold blocks are recompressed with (zstd)\n"
+	       "    -o cold_level=N        level of cold_comp (zstd 3)\n"
+	       "    -o block_size=SIZE     block size, power of two 4k..128k (64k)\n"
+	       "    -o min_saving=N        bytes (or N%% of a block) a block must save to be kept\n"
+	       "                           compressed, else it is stored raw (12%% = block/8)\n"
+	       "    -o policy=P            what leaves RAM first: adaptive|lru (adaptive)\n"
+	       "    -o dirty_expire=TIME   age after which dirty data is written back: ms/s/m (30s)\n"
+	       "    -o seq_cutoff=SIZE     sequential streams longer than this bypass the tier,\n"
+	       "                           0 disables (4m)\n"
+	       "    -o cache=MODE          writeback|writethrough|none (writeback); none = plain\n"
+	       "                           passthrough, no compressed tier\n"
+	       "    -o high_wm=PCT         usage of size where background reclaim starts (90)\n"
+	       "    -o low_wm=PCT          usage of size where reclaim stops (80)\n"
+	       "    -o max_fds=N           backing files kept open at most (4096)\n"
+	       "    -o allow_other         let other users in (implies default_permissions)\n"
+	       "    -o default_permissions let the kernel check permissions\n"
+	       "    -o ro                  mount read-only\n"
+	       "\n"
+	       "Control and statistics: MOUNTPOINT/%s/{stats,config,control}, zramfsctl(8).\n",
+	       prog, prog, ZR_CTL_DIRNAME);
+	printf("\nFUSE options:\n");
+	fflush(stdout);
+	fuse_lowlevel_help();
+}

@@ -1,0 +1,859 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * data.c - file contents: read, write, truncate, fsync, fallocate, lseek and
+ * copy_file_range over the compressed block store, the store's writeback
+ * callback, and the writeback thread.
+ *
+ * A regular file's data is its backing file overlaid with the blocks of its
+ * struct zr_file: a block in the store is authoritative; a block not there
+ * is read from the backing file (zeros past its end) and inserted clean.
+ * Writes store whole blocks (read-modify-write for partial ones) as dirty;
+ * the cached size (zr_inode.size) grows, the backing file is not touched
+ * until writeback. Invariant: the backing file is never longer than the
+ * cached size, so a block beyond the backing end reads as zeros.
+ *
+ * zr_inode.lock serialises the writers of one file (and truncate) and
+ * guards size/gen; readers do not take it except to insert a clean block,
+ * which they skip when `gen` moved while they read the backing file (a
+ * writer got there first). The writeback callback takes no inode lock: it
+ * reads the size atomically and the mtime under attr_lock.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+static pthread_key_t blk_key;
+static pthread_once_t blk_once = PTHREAD_ONCE_INIT;
+
+static void blk_key_init(void)
+{
+	pthread_key_create(&blk_key, free);
+}
+
+/* A per-thread scratch block of ZR_BLOCK_MAX bytes, or NULL. */
+static char *scratch_block(void)
+{
+	char *b;
+
+	pthread_once(&blk_once, blk_key_init);
+	b = pthread_getspecific(blk_key);
+	if (!b) {
+		b = malloc(ZR_BLOCK_MAX);
+		if (b)
+			pthread_setspecific(blk_key, b);
+	}
+	return b;
+}
+
+static uint64_t load_size(struct zr_inode *ino)
+{
+	return __atomic_load_n(&ino->size, __ATOMIC_ACQUIRE);
+}
+
+static void store_size(struct zr_inode *ino, uint64_t size)
+{
+	__atomic_store_n(&ino->size, size, __ATOMIC_RELEASE);
+}
+
+/* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
+static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+/* @return 0 or -errno; never a short write. */
+static int full_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EBADF ? -EROFS : -errno;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/**
+ * zr_data_attach() - make @ino (a regular file whose fd is @fd) ready for
+ * data operations: its block map and its cached size.
+ * @return 0 or -errno.
+ */
+int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	struct stat st;
+	int rc = 0;
+
+	if (!S_ISREG(ino->type))
+		return 0;
+	pthread_mutex_lock(&ino->lock);
+	if (!ino->size_valid) {
+		if (fstat(fd, &st) < 0) {
+			rc = -errno;
+			goto out;
+		}
+		store_size(ino, (uint64_t)st.st_size);
+		ino->size_valid = true;
+	}
+	if (fs->store && !ino->blocks)
+		rc = zr_file_create(fs->store, ino, &ino->blocks);
+out:
+	pthread_mutex_unlock(&ino->lock);
+	return rc;
+}
+
+/* Attach through the fd cache. */
+static int attach_cached(struct zr_fs *fs, struct zr_inode *ino)
+{
+	int fd, rc;
+
+	if (ino->size_valid && (ino->blocks || !fs->store))
+		return 0;
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return fd;
+	rc = zr_data_attach(fs, ino, fd);
+	zr_fd_put(fs, ino);
+	return rc;
+}
+
+/**
+ * zr_data_fix_stat() - merge what only the daemon knows into a backing stat:
+ * the cached size and mtime of a file with data not yet written back.
+ */
+void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
+{
+	uint64_t size, blocks;
+
+	if (!S_ISREG(ino->type) || !ino->size_valid)
+		return;
+	size = load_size(ino);
+	if ((uint64_t)st->st_size != size) {
+		st->st_size = (off_t)size;
+	}
+	if (ino->blocks && zr_file_dirty(ino->blocks)) {
+		/* data not yet on disk still occupies space once written */
+		blocks = (size + 511) / 512;
+		if ((uint64_t)st->st_blocks < blocks)
+			st->st_blocks = (blkcnt_t)blocks;
+	}
+	pthread_mutex_lock(&fs->attr_lock);
+	if (ino->times_dirty)
+		st->st_mtim = ino->mtime;
+	pthread_mutex_unlock(&fs->attr_lock);
+}
+
+/*
+ * The store's writeback callback: write @nblocks blocks of file @owner from
+ * @buf, clipped to the cached size, then stamp the cached mtime so that make
+ * and friends see the time of the write, not of the writeback.
+ * Runs under the file's io mutex; takes no inode lock.
+ * @return 0 or -errno.
+ */
+int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
+			 unsigned nblocks, const void *buf)
+{
+	struct zr_fs *fs = ctx;
+	struct zr_inode *ino = owner;
+	uint64_t start = index * fs->bs, size = load_size(ino), len;
+	struct timespec ts[2];
+	bool stamp;
+	int fd, rc;
+
+	if (start >= size)
+		return 0;	/* past the end: truncated meanwhile */
+	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return fd;
+	rc = full_pwrite(fd, buf, len, (off_t)start);
+	if (rc == 0) {
+		zr_stat_add(&fs->bytes_written_backing, len);
+		pthread_mutex_lock(&fs->attr_lock);
+		stamp = ino->times_dirty;
+		ts[1] = ino->mtime;
+		pthread_mutex_unlock(&fs->attr_lock);
+		if (stamp) {
+			ts[0].tv_sec = 0;
+			ts[0].tv_nsec = UTIME_OMIT;
+			(void)futimens(fd, ts);
+		}
+	} else {
+		zr_log(ZR_LOG_ERR, "writeback of %llu bytes at offset %llu of inode %llu failed: %s",
+		       (unsigned long long)len, (unsigned long long)start,
+		       (unsigned long long)ino->key.ino, strerror(-rc));
+	}
+	zr_fd_put(fs, ino);
+	return rc;
+}
+
+/*
+ * Bring block @idx of @ino into @blk: from the store, else from the backing
+ * file (zeros past its end), inserting it clean unless @no_insert.
+ * @return 0 or -errno.
+ */
+static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t idx,
+		      char *blk, bool no_insert)
+{
+	uint64_t gen = __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE);
+	ssize_t n;
+	int rc;
+
+	rc = zr_file_read(ino->blocks, idx, blk);
+	if (rc == 1)
+		return 0;
+	if (rc < 0)
+		return rc;
+	n = full_pread(fd, blk, fs->bs, (off_t)(idx * fs->bs));
+	if (n < 0)
+		return (int)n;
+	zr_stat_add(&fs->bytes_read_backing, (uint64_t)n);
+	if ((size_t)n < fs->bs)
+		memset(blk + n, 0, fs->bs - (size_t)n);
+	if (no_insert)
+		return 0;
+	if (zr_store_make_room(fs->store, fs->bs) == 0 &&
+	    __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE) == gen) {
+		pthread_mutex_lock(&ino->lock);
+		if (ino->gen == gen)
+			(void)zr_file_write(ino->blocks, idx, blk, ZR_WRITE_CLEAN);
+		pthread_mutex_unlock(&ino->lock);
+	}
+	return 0;
+}
+
+/* Whether an access at @off of @len continues a sequential stream longer
+ * than seq_cutoff (bcache's sequential cutoff). Updates the stream. */
+static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
+{
+	uint64_t next = __atomic_load_n(&ino->seq_next, __ATOMIC_RELAXED);
+	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
+
+	if (fs->opt->seq_cutoff == 0)
+		return false;
+	run = off == next ? run + len : len;
+	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
+	__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
+	return run > fs->opt->seq_cutoff;
+}
+
+/* Read @size bytes at @off of @ino into @out. @return bytes or -errno. */
+static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
+			 size_t size, uint64_t off)
+{
+	uint64_t fsize, end, pos, bs = fs->bs;
+	bool bypass;
+	char *blk;
+	int fd, rc = 0;
+
+	rc = attach_cached(fs, ino);
+	if (rc)
+		return rc;
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return fd;
+	if (!fs->store) {
+		ssize_t n = full_pread(fd, out, size, (off_t)off);
+
+		if (n > 0)
+			zr_stat_add(&fs->bytes_read_backing, (uint64_t)n);
+		zr_fd_put(fs, ino);
+		return n;
+	}
+	fsize = load_size(ino);
+	if (off >= fsize) {
+		zr_fd_put(fs, ino);
+		return 0;
+	}
+	end = ZR_MIN(off + size, fsize);
+	bypass = seq_bypass(fs, ino, off, size);
+	blk = scratch_block();
+	if (!blk) {
+		zr_fd_put(fs, ino);
+		return -ENOMEM;
+	}
+	for (pos = off; pos < end;) {
+		uint64_t idx = pos / bs, boff = pos % bs;
+		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
+		char *dst = out + (pos - off);
+
+		if (boff == 0 && n == bs) {
+			rc = load_block(fs, ino, fd, idx, dst, bypass);
+		} else {
+			rc = load_block(fs, ino, fd, idx, blk, bypass);
+			if (rc == 0)
+				memcpy(dst, blk + boff, n);
+		}
+		if (rc)
+			break;
+		pos += n;
+	}
+	zr_fd_put(fs, ino);
+	if (rc && pos == off)
+		return rc;
+	return (ssize_t)(pos - off);
+}
+
+void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char *buf = malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = data_read(fs, zr_inode_from_ino(fs, ino), buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+/* Note a change of the data at the current time. Caller holds ino->lock. */
+static void touch_data(struct zr_fs *fs, struct zr_inode *ino)
+{
+	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&fs->attr_lock);
+	clock_gettime(CLOCK_REALTIME, &ino->mtime);
+	ino->times_dirty = true;
+	pthread_mutex_unlock(&fs->attr_lock);
+}
+
+/*
+ * Write @len bytes at @off. Caller holds ino->lock; @fd is the file's fd.
+ * @return bytes written (short only when an error stopped it) or -errno.
+ */
+static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
+				 const char *data, size_t len, uint64_t off)
+{
+	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
+	bool bypass, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
+	char *blk = scratch_block();
+	int rc = 0;
+
+	if (!blk)
+		return -ENOMEM;
+	bypass = seq_bypass(fs, ino, off, len);
+	while (pos < end) {
+		uint64_t idx = pos / bs, boff = pos % bs;
+		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
+		const char *src = data + (pos - off);
+
+		if (boff != 0 || n != bs) {
+			/* partial block: read-modify-write; nothing past the
+			 * old size may show through */
+			if (idx * bs >= fsize) {
+				memset(blk, 0, bs);
+			} else {
+				rc = load_block(fs, ino, fd, idx, blk, true);
+				if (rc)
+					break;
+				if (fsize < idx * bs + bs)
+					memset(blk + (fsize - idx * bs), 0,
+					       (size_t)(idx * bs + bs - fsize));
+			}
+			memcpy(blk + boff, src, n);
+			src = blk;
+		}
+		if (bypass || wt) {
+			/* streaming past seq_cutoff, or writethrough: to disk now */
+			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
+
+			rc = full_pwrite(fd, src, wlen, (off_t)(idx * bs));
+			if (rc)
+				break;
+			zr_stat_add(&fs->bytes_written_backing, wlen);
+			if (bypass) {
+				zr_file_io_lock(ino->blocks);
+				zr_file_drop(ino->blocks, idx, 1);
+				zr_file_io_unlock(ino->blocks);
+			} else {
+				(void)zr_file_write(ino->blocks, idx, src, ZR_WRITE_CLEAN);
+			}
+		} else {
+			rc = zr_store_make_room(fs->store, bs);
+			if (rc == 0)
+				rc = zr_file_write(ino->blocks, idx, src, ZR_WRITE_DIRTY);
+			if (rc) {
+				if (rc == -ENOMEM)
+					rc = -ENOSPC;
+				break;
+			}
+		}
+		pos += n;
+		if (pos > fsize) {
+			fsize = pos;
+			store_size(ino, fsize);
+		}
+	}
+	if (pos > off)
+		touch_data(fs, ino);
+	if (rc && pos == off)
+		return rc;
+	return (ssize_t)(pos - off);
+}
+
+static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *data,
+			  size_t len, uint64_t off)
+{
+	ssize_t n;
+	int fd, rc;
+
+	rc = attach_cached(fs, ino);
+	if (rc)
+		return rc;
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return fd;
+	if (!fs->store) {
+		rc = full_pwrite(fd, data, len, (off_t)off);
+		zr_fd_put(fs, ino);
+		if (rc)
+			return rc;
+		zr_stat_add(&fs->bytes_written_backing, len);
+		pthread_mutex_lock(&ino->lock);
+		if (off + len > load_size(ino))
+			store_size(ino, off + len);
+		pthread_mutex_unlock(&ino->lock);
+		return (ssize_t)len;
+	}
+	pthread_mutex_lock(&ino->lock);
+	n = data_write_locked(fs, ino, fd, data, len, off);
+	pthread_mutex_unlock(&ino->lock);
+	zr_fd_put(fs, ino);
+	return n;
+}
+
+void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
+		     off_t off, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	size_t len = fuse_buf_size(bufv);
+	const char *data;
+	char *copy = NULL;
+	ssize_t n;
+
+	if (zr_is_ctl(ino)) {
+		/* control files: gather and hand over */
+		copy = malloc(len + 1);
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+
+		dst.buf[0].mem = copy;
+		n = fuse_buf_copy(&dst, bufv, 0);
+		zr_ctl_write(req, fs, ino, copy, n < 0 ? 0 : (size_t)n, fi);
+		free(copy);
+		return;
+	}
+	if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
+		data = (const char *)bufv->buf[0].mem + bufv->off;
+	} else {
+		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+
+		copy = malloc(len ? len : 1);
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		dst.buf[0].mem = copy;
+		n = fuse_buf_copy(&dst, bufv, 0);
+		if (n < 0) {
+			free(copy);
+			fuse_reply_err(req, (int)-n);
+			return;
+		}
+		len = (size_t)n;
+		data = copy;
+	}
+	n = data_write(fs, zr_inode_from_ino(fs, ino), data, len, (uint64_t)off);
+	free(copy);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/**
+ * zr_data_truncate() - set the size of @ino to @size: the backing file is
+ * truncated at once, blocks past the end are dropped and the tail of the
+ * last block is zeroed. @fd may be -1 (taken from the cache).
+ * @return 0 or -errno.
+ */
+int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size)
+{
+	uint64_t bs = fs->bs;
+	bool own = fd < 0;
+	int rc;
+
+	rc = attach_cached(fs, ino);
+	if (rc)
+		return rc;
+	if (own) {
+		fd = zr_fd_get(fs, ino);
+		if (fd < 0)
+			return fd;
+	}
+	pthread_mutex_lock(&ino->lock);
+	if (ino->blocks)
+		zr_file_io_lock(ino->blocks);
+	rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	if (rc == -EBADF)
+		rc = -EROFS;
+	if (rc == 0 && ino->blocks) {
+		uint64_t first = (size + bs - 1) / bs;
+		char *blk = scratch_block();
+
+		zr_file_drop(ino->blocks, first, UINT64_MAX);
+		if (size % bs && blk && zr_file_read(ino->blocks, size / bs, blk) == 1) {
+			memset(blk + size % bs, 0, bs - size % bs);
+			rc = zr_file_write(ino->blocks, size / bs, blk, ZR_WRITE_DIRTY);
+		}
+	}
+	if (ino->blocks)
+		zr_file_io_unlock(ino->blocks);
+	if (rc == 0) {
+		store_size(ino, size);
+		touch_data(fs, ino);
+	}
+	pthread_mutex_unlock(&ino->lock);
+	if (own)
+		zr_fd_put(fs, ino);
+	return rc;
+}
+
+/**
+ * zr_data_drop_inode() - the file's last name went and nobody has it open:
+ * its blocks go, dirty ones included (a temporary file never reaches the
+ * disk). Caller holds ino->lock.
+ */
+void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (!ino->blocks)
+		return;
+	zr_file_io_lock(ino->blocks);
+	zr_file_drop(ino->blocks, 0, UINT64_MAX);
+	zr_file_io_unlock(ino->blocks);
+	pthread_mutex_lock(&fs->attr_lock);
+	ino->times_dirty = false;
+	pthread_mutex_unlock(&fs->attr_lock);
+}
+
+/**
+ * zr_data_flush_inode() - write back every dirty block of @ino.
+ * @return 0 or -errno (the first writeback error, sticky ones included).
+ */
+int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino)
+{
+	int rc, err;
+
+	if (!ino->blocks)
+		return 0;
+	rc = zr_file_writeback(ino->blocks);
+	err = zr_file_take_error(ino->blocks);
+	(void)fs;
+	return rc ? rc : err;
+}
+
+void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	int fd, rc;
+
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	rc = zr_data_flush_inode(fs, in);
+	if (rc == 0) {
+		fd = zr_fd_get(fs, in);
+		if (fd < 0) {
+			rc = fd;
+		} else {
+			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+				rc = -errno;
+			zr_fd_put(fs, in);
+		}
+	}
+	fuse_reply_err(req, -rc);
+}
+
+/* close(): report a writeback error of this file (it does not force writeback). */
+void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
+	int rc = 0;
+
+	if (!zr_is_ctl(ino)) {
+		in = zr_inode_from_ino(fs, ino);
+		if (in->blocks)
+			rc = zr_file_take_error(in->blocks);
+	}
+	fuse_reply_err(req, -rc);
+}
+
+/* Zero [off, off+len) of @ino in the store and the backing file (punch). */
+static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
+		       uint64_t off, uint64_t len)
+{
+	uint64_t bs = fs->bs, end = off + len, first, last;
+	char *blk = scratch_block();
+	int rc;
+
+	if (!blk)
+		return -ENOMEM;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP) {
+		rc = errno == EBADF ? -EROFS : -errno;
+		return rc;
+	}
+	if (!ino->blocks)
+		return 0;
+	first = (off + bs - 1) / bs;
+	last = end / bs;	/* exclusive: whole blocks [first, last) */
+	zr_file_io_lock(ino->blocks);
+	if (last > first)
+		zr_file_drop(ino->blocks, first, last - first);
+	for (uint64_t idx = off / bs; idx <= (end - 1) / bs; idx++) {
+		uint64_t bstart = idx * bs, zs, ze;
+
+		if (idx >= first && idx < last)
+			continue;
+		if (zr_file_read(ino->blocks, idx, blk) != 1)
+			continue;	/* not cached: the backing punch did it */
+		zs = ZR_MAX(off, bstart) - bstart;
+		ze = ZR_MIN(end, bstart + bs) - bstart;
+		memset(blk + zs, 0, (size_t)(ze - zs));
+		rc = zr_file_write(ino->blocks, idx, blk, ZR_WRITE_DIRTY);
+		if (rc) {
+			zr_file_io_unlock(ino->blocks);
+			return rc;
+		}
+	}
+	zr_file_io_unlock(ino->blocks);
+	return 0;
+}
+
+void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		     off_t len, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	uint64_t end = (uint64_t)off + (uint64_t)len;
+	int fd, rc;
+
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	rc = attach_cached(fs, in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	pthread_mutex_lock(&in->lock);
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
+		if (rc == 0)
+			touch_data(fs, in);
+	} else {
+		/* reserve the space on the backing filesystem; the size grows
+		 * unless KEEP_SIZE (the backing file never outgrows it) */
+		rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 ? -errno : 0;
+		if (rc == -EBADF)
+			rc = -EROFS;
+		if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > load_size(in)) {
+			if (ftruncate(fd, (off_t)end) < 0)
+				rc = -errno;
+			else
+				store_size(in, end);
+		}
+	}
+	pthread_mutex_unlock(&in->lock);
+	zr_fd_put(fs, in);
+	fuse_reply_err(req, -rc);
+}
+
+/* SEEK_DATA/SEEK_HOLE: write the file's dirty blocks back, then ask the backing file. */
+void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		 struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	off_t res;
+	int fd, rc;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	rc = zr_data_flush_inode(fs, in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	res = lseek(fd, off, whence);
+	rc = res < 0 ? errno : 0;
+	zr_fd_put(fs, in);
+	if (rc)
+		fuse_reply_err(req, rc);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			   struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			   off_t off_out, struct fuse_file_info *fi_out,
+			   size_t len, int flags)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *src = zr_inode_from_ino(fs, ino_in);
+	struct zr_inode *dst = zr_inode_from_ino(fs, ino_out);
+	size_t chunk = 1024 * 1024, done = 0;
+	char *buf;
+	ssize_t n = 0;
+
+	if (zr_is_ctl(ino_in) || zr_is_ctl(ino_out) || flags) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = malloc(chunk);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	while (done < len) {
+		size_t want = ZR_MIN(chunk, len - done);
+
+		n = data_read(fs, src, buf, want, (uint64_t)off_in + done);
+		if (n <= 0)
+			break;
+		n = data_write(fs, dst, buf, (size_t)n, (uint64_t)off_out + done);
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	free(buf);
+	if (done == 0 && n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, done);
+}
+
+/* ---- the writeback thread ---- */
+
+static void *wb_main(void *arg)
+{
+	struct zr_fs *fs = arg;
+	uint64_t last_sweep = zr_now_ms();
+
+	pthread_mutex_lock(&fs->wb_lock);
+	while (!fs->wb_stop) {
+		struct timespec ts;
+		uint64_t expire = __atomic_load_n(&fs->dirty_expire_ms, __ATOMIC_RELAXED);
+		uint64_t period = ZR_MAX(ZR_MIN(expire / 4, 1000), 50);
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)(period % 1000) * 1000000L;
+		ts.tv_sec += (time_t)(period / 1000) + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
+		if (fs->wb_stop)
+			break;
+		pthread_mutex_unlock(&fs->wb_lock);
+
+		(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
+		if (zr_store_above_high(fs->store)) {
+			struct zr_stats s;
+
+			zr_store_get_stats(fs->store, &s);
+			(void)zr_store_reclaim(fs->store,
+					       s.budget / 100 * fs->opt->store.low_wm,
+					       UINT64_MAX);
+		}
+		if (zr_now_ms() - last_sweep > 5000) {
+			zr_fs_sweep(fs);
+			last_sweep = zr_now_ms();
+		}
+		pthread_mutex_lock(&fs->wb_lock);
+	}
+	pthread_mutex_unlock(&fs->wb_lock);
+	return NULL;
+}
+
+/** Start the writeback thread. @return 0 or -errno. */
+int zr_wb_start(struct zr_fs *fs)
+{
+	int rc;
+
+	if (!fs->store)
+		return 0;
+	rc = pthread_create(&fs->wb_thread, NULL, wb_main, fs);
+	if (rc)
+		return -rc;
+	fs->wb_running = true;
+	return 0;
+}
+
+/** Stop the writeback thread (idempotent). */
+void zr_wb_stop(struct zr_fs *fs)
+{
+	if (!fs->wb_running)
+		return;
+	pthread_mutex_lock(&fs->wb_lock);
+	fs->wb_stop = true;
+	pthread_cond_broadcast(&fs->wb_cond);
+	pthread_mutex_unlock(&fs->wb_lock);
+	pthread_join(fs->wb_thread, NULL);
+	fs->wb_running = false;
+}

@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * inode.c - inodes of the backing tree, their names, and the bounded cache
+ * of file descriptors.
+ *
+ * An inode is keyed by its backing identity (st_dev, st_ino), so hard links
+ * share one inode and one block cache. The FUSE node id is the address of
+ * the struct (the root is FUSE_ROOT_ID). Nothing holds an fd per inode:
+ * every inode knows its names (parent inode + name, one per hard link, kept
+ * up to date across rename and unlink), and an fd is opened on demand with
+ * openat() relative to the parent's fd, one component at a time, so paths
+ * of any length work and nothing follows a symlink out of the tree. Opened
+ * fds live in an LRU cache of at most max_fds entries; an fd in use is
+ * pinned (fd_users) and never closed under its user. An unlinked file that
+ * is still open has no name left, so its fd is pinned until the last close.
+ *
+ * Lock order: see fs.h. References: `refs` counts the kernel's lookups (as
+ * one), each child alias, and each internal user; the inode is freed when it
+ * drops to zero and it holds no cached data.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+static void inode_free(struct zr_fs *fs, struct zr_inode *ino);
+
+int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
+{
+	struct stat st;
+
+	memset(fs, 0, sizeof(*fs));
+	fs->opt = opt;
+	fs->root_fd = root_fd;
+	if (fstat(root_fd, &st) < 0)
+		return -errno;
+	fs->backing_dev = st.st_dev;
+	pthread_mutex_init(&fs->itable_lock, NULL);
+	pthread_rwlock_init(&fs->ns_lock, NULL);
+	pthread_mutex_init(&fs->attr_lock, NULL);
+	pthread_mutex_init(&fs->fd_lock, NULL);
+	pthread_mutex_init(&fs->wb_lock, NULL);
+	pthread_cond_init(&fs->wb_cond, NULL);
+	fs->root.key.dev = st.st_dev;
+	fs->root.key.ino = st.st_ino;
+	fs->root.type = S_IFDIR;
+	fs->root.refs = 1;
+	fs->root.nlookup = 1;
+	fs->root.fd = root_fd;
+	fs->root.fd_flags = O_RDONLY;
+	fs->root.pins = 1;
+	pthread_mutex_init(&fs->root.lock, NULL);
+	fs->dirty_expire_ms = opt->dirty_expire_ms;
+	fs->timeout_s = 86400;
+	return 0;
+}
+
+void zr_fs_destroy(struct zr_fs *fs)
+{
+	struct zr_inode *ino, *tmp;
+
+	/* Unmount: the kernel may not forget everything; free what is left. */
+	HASH_ITER(hh, fs->inodes, ino, tmp) {
+		HASH_DEL(fs->inodes, ino);
+		inode_free(fs, ino);
+	}
+}
+
+struct zr_inode *zr_inode_from_ino(struct zr_fs *fs, fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return &fs->root;
+	return (struct zr_inode *)(uintptr_t)ino;
+}
+
+void zr_inode_ref(struct zr_fs *fs, struct zr_inode *ino)
+{
+	pthread_mutex_lock(&fs->itable_lock);
+	ino->refs++;
+	pthread_mutex_unlock(&fs->itable_lock);
+}
+
+/* Free the names, fd and blocks of an inode no longer in the table. */
+static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
+{
+	struct zr_alias *a, *next;
+
+	for (a = ino->aliases; a; a = next) {
+		next = a->next;
+		if (a->parent)
+			zr_inode_unref(fs, a->parent);
+		free(a);
+	}
+	ino->aliases = NULL;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd >= 0) {
+		if (ino->lru_prev || fs->lru_head == ino) {
+			if (ino->lru_prev)
+				ino->lru_prev->lru_next = ino->lru_next;
+			else
+				fs->lru_head = ino->lru_next;
+			if (ino->lru_next)
+				ino->lru_next->lru_prev = ino->lru_prev;
+			else
+				fs->lru_tail = ino->lru_prev;
+		}
+		close(ino->fd);
+		ino->fd = -1;
+		fs->nfds--;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	if (ino->blocks)
+		zr_file_put(ino->blocks);
+	pthread_mutex_destroy(&ino->lock);
+	free(ino);
+}
+
+/*
+ * Whether an inode without references must stay: one with blocks in the
+ * store (dirty ones not yet written back, or clean ones worth keeping after
+ * the kernel forgot the inode, e.g. after drop_caches) stays in the table,
+ * findable by the next lookup, until the policy has demoted its blocks and
+ * the sweep frees it. Caller holds itable_lock.
+ */
+static bool inode_keep(struct zr_inode *ino)
+{
+	return ino->blocks && zr_file_nblocks(ino->blocks) > 0;
+}
+
+void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool do_free = false;
+
+	if (ino == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->itable_lock);
+	assert(ino->refs > 0);
+	if (--ino->refs == 0 && !inode_keep(ino)) {
+		HASH_DEL(fs->inodes, ino);
+		do_free = true;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	if (do_free)
+		inode_free(fs, ino);
+}
+
+/* Caller holds ns_lock for writing. @return 0 or -ENOMEM. */
+static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
+			    struct zr_inode *parent, const char *name)
+{
+	struct zr_alias *a;
+	size_t len = strlen(name);
+
+	for (a = ino->aliases; a; a = a->next)
+		if (a->parent == parent && strcmp(a->name, name) == 0)
+			return 0;
+	a = malloc(sizeof(*a) + len + 1);
+	if (!a)
+		return -ENOMEM;
+	memcpy(a->name, name, len + 1);
+	a->parent = parent;
+	zr_inode_ref(fs, parent);
+	if (S_ISDIR(ino->type) && ino->aliases) {
+		/* a directory has one name: replace the stale one */
+		struct zr_alias *old = ino->aliases;
+
+		a->next = old->next;
+		ino->aliases = a;
+		zr_inode_unref(fs, old->parent);
+		free(old);
+	} else {
+		a->next = ino->aliases;
+		ino->aliases = a;
+	}
+	ino->unlinked = false;
+	return 0;
+}
+
+int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		 const char *name)
+{
+	int rc;
+
+	if (ino == &fs->root)
+		return 0;
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	rc = alias_add_locked(fs, ino, parent, name);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return rc;
+}
+
+/* Remove (parent, name) from the names of @ino. @return whether no name is left. */
+bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		     const char *name)
+{
+	struct zr_alias **pp, *a, *gone = NULL;
+	bool none;
+
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	for (pp = &ino->aliases; (a = *pp); pp = &a->next) {
+		if (a->parent == parent && strcmp(a->name, name) == 0) {
+			*pp = a->next;
+			gone = a;
+			break;
+		}
+	}
+	none = ino->aliases == NULL;
+	if (none)
+		ino->unlinked = true;
+	pthread_rwlock_unlock(&fs->ns_lock);
+	if (gone) {
+		zr_inode_unref(fs, gone->parent);
+		free(gone);
+	}
+	return none;
+}
+
+int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
+		    const char *oldname, struct zr_inode *newp, const char *newname)
+{
+	struct zr_alias **pp, *a, *old = NULL;
+	int rc;
+
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	for (pp = &ino->aliases; (a = *pp); pp = &a->next) {
+		if (a->parent == oldp && strcmp(a->name, oldname) == 0) {
+			*pp = a->next;
+			old = a;
+			break;
+		}
+	}
+	rc = alias_add_locked(fs, ino, newp, newname);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	if (old) {
+		zr_inode_unref(fs, old->parent);
+		free(old);
+	}
+	return rc;
+}
+
+int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
+		    const struct stat *st, struct zr_inode **out)
+{
+	struct zr_inode_key key = { .dev = st->st_dev, .ino = st->st_ino };
+	struct zr_inode *ino, *fresh = NULL;
+	int rc;
+
+	if (key.dev == fs->root.key.dev && key.ino == fs->root.key.ino) {
+		*out = &fs->root;
+		return 0;
+	}
+	for (;;) {
+		pthread_mutex_lock(&fs->itable_lock);
+		HASH_FIND(hh, fs->inodes, &key, sizeof(key), ino);
+		if (!ino && fresh) {
+			ino = fresh;
+			fresh = NULL;
+			HASH_ADD(hh, fs->inodes, key, sizeof(ino->key), ino);
+		}
+		if (ino) {
+			ino->refs++;
+			ino->nlookup++;
+			pthread_mutex_unlock(&fs->itable_lock);
+			break;
+		}
+		pthread_mutex_unlock(&fs->itable_lock);
+		fresh = calloc(1, sizeof(*fresh));
+		if (!fresh)
+			return -ENOMEM;
+		fresh->key = key;
+		fresh->type = st->st_mode & S_IFMT;
+		fresh->fd = -1;
+		pthread_mutex_init(&fresh->lock, NULL);
+	}
+	if (fresh) {
+		pthread_mutex_destroy(&fresh->lock);
+		free(fresh);
+	}
+	if (parent) {
+		rc = zr_alias_add(fs, ino, parent, name);
+		if (rc) {
+			zr_inode_forget(fs, ino, 1);
+			return rc;
+		}
+	}
+	*out = ino;
+	return 0;
+}
+
+void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n)
+{
+	if (ino == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->itable_lock);
+	assert(ino->nlookup >= n);
+	ino->nlookup -= n;
+	/* every lookup also took a reference */
+	assert(ino->refs >= n);
+	ino->refs -= n - 1;
+	pthread_mutex_unlock(&fs->itable_lock);
+	zr_inode_unref(fs, ino);
+}
+
+/*
+ * Free inodes that nobody references and whose blocks were written back
+ * meanwhile (they were kept only for their dirty data).
+ */
+void zr_fs_sweep(struct zr_fs *fs)
+{
+	struct zr_inode *ino, *tmp, *freelist = NULL;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	HASH_ITER(hh, fs->inodes, ino, tmp) {
+		if (ino->refs == 0 && !inode_keep(ino)) {
+			HASH_DEL(fs->inodes, ino);
+			ino->lru_prev = NULL;
+			ino->hh.next = freelist;
+			freelist = ino;
+		}
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	while (freelist) {
+		ino = freelist;
+		freelist = ino->hh.next;
+		inode_free(fs, ino);
+	}
+}
+
+/* ---- the fd cache ---- */
+
+static void lru_unlink(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (ino->lru_prev)
+		ino->lru_prev->lru_next = ino->lru_next;
+	else if (fs->lru_head == ino)
+		fs->lru_head = ino->lru_next;
+	else
+		return;	/* not on the list */
+	if (ino->lru_next)
+		ino->lru_next->lru_prev = ino->lru_prev;
+	else
+		fs->lru_tail = ino->lru_prev;
+	ino->lru_prev = ino->lru_next = NULL;
+}
+
+static void lru_push(struct zr_fs *fs, struct zr_inode *ino)
+{
+	ino->lru_prev = NULL;
+	ino->lru_next = fs->lru_head;
+	if (fs->lru_head)
+		fs->lru_head->lru_prev = ino;
+	fs->lru_head = ino;
+	if (!fs->lru_tail)
+		fs->lru_tail = ino;
+}
+
+/* Close idle fds beyond the limit. Caller holds fd_lock. */
+static void fd_trim(struct zr_fs *fs)
+{
+	while (fs->nfds > fs->opt->max_fds && fs->lru_tail) {
+		struct zr_inode *victim = fs->lru_tail;
+
+		lru_unlink(fs, victim);
+		close(victim->fd);
+		victim->fd = -1;
+		fs->nfds--;
+	}
+}
+
+/*
+ * Open flags for an inode's cached fd: regular files O_RDWR (O_RDONLY when
+ * the backing refuses: read-only filesystem, immutable file), directories
+ * O_RDONLY|O_DIRECTORY, anything else O_PATH (never followed).
+ */
+static int fd_open_flags(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (S_ISDIR(ino->type))
+		return O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+	if (S_ISREG(ino->type))
+		return (fs->read_only ? O_RDONLY : O_RDWR) | O_NOFOLLOW;
+	return O_PATH | O_NOFOLLOW;
+}
+
+/**
+ * zr_inode_name() - copy one name of @ino: its parent (with a reference the
+ * caller drops with zr_inode_unref()) and the name.
+ * @return 0, or -ESTALE when the inode has no name (unlinked, or the root).
+ */
+int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
+		  char name[NAME_MAX + 1])
+{
+	pthread_rwlock_rdlock(&fs->ns_lock);
+	if (!ino->aliases) {
+		pthread_rwlock_unlock(&fs->ns_lock);
+		return -ESTALE;
+	}
+	*parent = ino->aliases->parent;
+	snprintf(name, NAME_MAX + 1, "%s", ino->aliases->name);
+	zr_inode_ref(fs, *parent);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return 0;
+}
+
+/*
+ * Open @ino afresh through one of its names, relative to the parent's
+ * (cached) fd. A rename racing with us is caught by checking the identity,
+ * and retried. @return an fd (the caller owns it) or -errno.
+ */
+static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		struct zr_inode *parent;
+		char name[NAME_MAX + 1];
+		struct stat st;
+		int pfd, fd, rc;
+
+		rc = zr_inode_name(fs, ino, &parent, name);
+		if (rc)
+			return rc;
+		pfd = zr_fd_get(fs, parent);
+		if (pfd < 0) {
+			zr_inode_unref(fs, parent);
+			return pfd;
+		}
+		fd = openat(pfd, name, flags | O_CLOEXEC);
+		if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM ||
+			       errno == ETXTBSY) &&
+		    (flags & O_ACCMODE) == O_RDWR)
+			fd = openat(pfd, name, (flags & ~O_ACCMODE) | O_RDONLY | O_CLOEXEC);
+		rc = -errno;
+		zr_fd_put(fs, parent);
+		zr_inode_unref(fs, parent);
+		if (fd < 0) {
+			if (rc == -ENOENT)
+				continue;	/* renamed under us */
+			return rc;
+		}
+		zr_stat_add(&fs->fd_opens, 1);
+		if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino &&
+		    st.st_dev == ino->key.dev)
+			return fd;
+		close(fd);
+	}
+	return -ESTALE;
+}
+
+/**
+ * zr_fd_get() - the cached fd of @ino (see fd_open_flags()), pinned until
+ * zr_fd_put(). The root's fd is permanent.
+ * @return the fd or -errno.
+ */
+int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino)
+{
+	int fd;
+
+	if (ino == &fs->root)
+		return fs->root_fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd >= 0) {
+		if (ino->fd_users++ == 0)
+			lru_unlink(fs, ino);
+		fd = ino->fd;
+		pthread_mutex_unlock(&fs->fd_lock);
+		return fd;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+
+	fd = inode_reopen(fs, ino, fd_open_flags(fs, ino));
+	if (fd < 0)
+		return fd;
+
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd >= 0) {
+		close(fd);	/* another thread installed one meanwhile */
+	} else {
+		int fl = fcntl(fd, F_GETFL);
+
+		ino->fd = fd;
+		ino->fd_flags = (fl >= 0 && !(fl & O_PATH)) ? (fl & O_ACCMODE) : O_RDONLY;
+		fs->nfds++;
+	}
+	if (ino->fd_users++ == 0)
+		lru_unlink(fs, ino);
+	fd = ino->fd;
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+/** Drop the pin taken by zr_fd_get(). */
+void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (ino == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->fd_lock);
+	assert(ino->fd_users > 0);
+	if (--ino->fd_users == 0 && ino->pins == 0) {
+		lru_push(fs, ino);
+		fd_trim(fs);
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+/** Keep the cached fd open (an unlinked, open file). Caller holds a zr_fd_get() pin. */
+void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	ino->pins++;
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
+void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	assert(ino->pins > 0);
+	if (--ino->pins == 0 && ino->fd_users == 0 && ino->fd >= 0) {
+		lru_push(fs, ino);
+		fd_trim(fs);
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+

@@ -1,0 +1,1160 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ops.c - FUSE operations on names and metadata, passed through to the
+ * backing directory with *at() calls relative to cached fds.
+ *
+ * Every handler has the same shape: resolve the inode(s), do the backing
+ * call, release what was taken, then reply — never replying with a lock
+ * held. New files, directories, nodes and symlinks are created by the daemon
+ * and then given to the caller's uid/gid (the parent's group in a setgid
+ * directory), so ownership is what a local filesystem would give.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+#define TRACE(fs, ...) do { if ((fs)->opt->debug) zr_log(ZR_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+/* Where an inode is reached by *at() calls: (dirfd, name, flags). */
+struct zr_at {
+	int dirfd;
+	const char *name;	/* "" for the inode's own fd (root, unlinked) */
+	int at_flags;		/* AT_SYMLINK_NOFOLLOW or AT_EMPTY_PATH */
+	struct zr_inode *pinned;	/* whose fd is pinned */
+	struct zr_inode *parent;	/* reference to drop, or NULL */
+	char namebuf[NAME_MAX + 1];
+};
+
+/* @return 0 with @at filled (release with at_put()), or -errno. */
+static int at_get(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
+{
+	int rc, fd;
+
+	memset(at, 0, sizeof(*at));
+	if (ino == &fs->root) {
+		at->dirfd = fs->root_fd;
+		at->name = "";
+		at->at_flags = AT_EMPTY_PATH;
+		return 0;
+	}
+	rc = zr_inode_name(fs, ino, &at->parent, at->namebuf);
+	if (rc == 0) {
+		fd = zr_fd_get(fs, at->parent);
+		if (fd < 0) {
+			zr_inode_unref(fs, at->parent);
+			return fd;
+		}
+		at->dirfd = fd;
+		at->pinned = at->parent;
+		at->name = at->namebuf;
+		at->at_flags = AT_SYMLINK_NOFOLLOW;
+		return 0;
+	}
+	/* no name left: an unlinked file still open has a pinned fd */
+	at->parent = NULL;
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return fd;
+	at->dirfd = fd;
+	at->pinned = ino;
+	at->name = "";
+	at->at_flags = AT_EMPTY_PATH;
+	return 0;
+}
+
+static void at_put(struct zr_fs *fs, struct zr_at *at)
+{
+	if (at->pinned)
+		zr_fd_put(fs, at->pinned);
+	if (at->parent)
+		zr_inode_unref(fs, at->parent);
+}
+
+/* A path for the *xattr() calls: @follow tells whether to use the
+ * following variant (the path ends in a /proc fd link). */
+static void at_path(const struct zr_at *at, char *buf, size_t len, bool *follow)
+{
+	if (at->name[0]) {
+		snprintf(buf, len, "/proc/self/fd/%d/%s", at->dirfd, at->name);
+		*follow = false;
+	} else {
+		snprintf(buf, len, "/proc/self/fd/%d", at->dirfd);
+		*follow = true;
+	}
+}
+
+static int at_stat(const struct zr_at *at, struct stat *st)
+{
+	return fstatat(at->dirfd, at->name, st, at->at_flags) < 0 ? -errno : 0;
+}
+
+static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
+{
+	struct zr_at at;
+	int rc = at_get(fs, ino, &at);
+
+	if (rc)
+		return rc;
+	rc = at_stat(&at, st);
+	at_put(fs, &at);
+	if (rc == 0)
+		zr_data_fix_stat(fs, ino, st);
+	return rc;
+}
+
+static void fill_entry(struct zr_fs *fs, struct fuse_entry_param *e,
+		       struct zr_inode *ino, const struct stat *st)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino == &fs->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)ino;
+	e->attr = *st;
+	e->attr_timeout = (double)fs->timeout_s;
+	e->entry_timeout = (double)fs->timeout_s;
+}
+
+/*
+ * Look @name up in @parent (whose fd is @pfd) and fill @e, taking a lookup
+ * reference. @return 0 or -errno.
+ */
+static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
+		     const char *name, struct fuse_entry_param *e)
+{
+	struct zr_inode *ino;
+	struct stat st;
+	int rc;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	rc = zr_inode_lookup(fs, parent, name, &st, &ino);
+	if (rc)
+		return rc;
+	zr_data_fix_stat(fs, ino, &st);
+	fill_entry(fs, e, ino, &st);
+	return 0;
+}
+
+static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct zr_fs *fs = userdata;
+
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_READDIRPLUS) {
+		conn->want |= FUSE_CAP_READDIRPLUS;
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	}
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* no POSIX/flock lock handlers: the kernel keeps locks locally, as a
+	 * local filesystem does */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_write = 1024 * 1024;
+	conn->max_readahead = 1024 * 1024;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+	(void)fs;
+}
+
+static void zr_op_destroy(void *userdata)
+{
+	struct zr_fs *fs = userdata;
+
+	zr_wb_stop(fs);
+}
+
+static void zr_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *p = zr_inode_from_ino(fs, parent);
+	struct fuse_entry_param e;
+	int pfd, rc;
+
+	TRACE(fs, "lookup %lu %s", (unsigned long)parent, name);
+	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
+		rc = zr_ctl_lookup(fs, parent, name, &e);
+		if (rc)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_entry(req, &e);
+		return;
+	}
+	pfd = zr_fd_get(fs, p);
+	if (pfd < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	rc = do_lookup(fs, p, pfd, name, &e);
+	zr_fd_put(fs, p);
+	if (rc == -ENOENT) {
+		/* negative entry, cached: the tree changes only through us */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = (double)fs->timeout_s;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void zr_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+
+	if (!zr_is_ctl(ino))
+		zr_inode_forget(fs, zr_inode_from_ino(fs, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void zr_op_forget_multi(fuse_req_t req, size_t count,
+			       struct fuse_forget_data *forgets)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+
+	for (size_t i = 0; i < count; i++)
+		if (!zr_is_ctl(forgets[i].ino))
+			zr_inode_forget(fs, zr_inode_from_ino(fs, forgets[i].ino),
+					forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void zr_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct stat st;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		zr_ctl_stat(fs, ino, &st);
+		fuse_reply_attr(req, &st, 1.0);
+		return;
+	}
+	rc = inode_stat(fs, zr_inode_from_ino(fs, ino), &st);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, (double)fs->timeout_s);
+}
+
+static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			  int valid, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	struct zr_at at;
+	struct stat st;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		if (valid & FUSE_SET_ATTR_SIZE) {
+			zr_ctl_stat(fs, ino, &st);
+			fuse_reply_attr(req, &st, 1.0);
+		} else {
+			fuse_reply_err(req, EPERM);
+		}
+		return;
+	}
+	rc = at_get(fs, in, &at);
+	if (rc)
+		goto out;
+	if (valid & FUSE_SET_ATTR_MODE) {
+		if (at.name[0] && !S_ISLNK(in->type))
+			rc = fchmodat(at.dirfd, at.name, attr->st_mode & 07777, 0);
+		else if (!at.name[0])
+			rc = fchmod(at.dirfd, attr->st_mode & 07777);
+		else
+			rc = -1, errno = EOPNOTSUPP;
+		if (rc < 0) {
+			rc = -errno;
+			goto out_at;
+		}
+	}
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
+		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
+
+		if (fchownat(at.dirfd, at.name, uid, gid, at.at_flags) < 0) {
+			rc = -errno;
+			goto out_at;
+		}
+	}
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		if (!S_ISREG(in->type)) {
+			rc = S_ISDIR(in->type) ? -EISDIR : -EINVAL;
+			goto out_at;
+		}
+		rc = zr_data_truncate(fs, in, -1, (uint64_t)attr->st_size);
+		if (rc)
+			goto out_at;
+	}
+	if (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		struct timespec ts[2];
+
+		ts[0].tv_sec = 0;
+		ts[0].tv_nsec = UTIME_OMIT;
+		ts[1] = ts[0];
+		if (valid & FUSE_SET_ATTR_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_ATIME)
+			ts[0] = attr->st_atim;
+		if (valid & FUSE_SET_ATTR_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (valid & FUSE_SET_ATTR_MTIME)
+			ts[1] = attr->st_mtim;
+		if (utimensat(at.dirfd, at.name, ts, at.at_flags) < 0) {
+			rc = -errno;
+			goto out_at;
+		}
+		if (S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME)) {
+			struct stat now;
+
+			if (at_stat(&at, &now) == 0) {
+				pthread_mutex_lock(&fs->attr_lock);
+				if (in->times_dirty)
+					in->mtime = now.st_mtim;
+				pthread_mutex_unlock(&fs->attr_lock);
+			}
+		}
+	}
+	rc = at_stat(&at, &st);
+	if (rc == 0)
+		zr_data_fix_stat(fs, in, &st);
+out_at:
+	at_put(fs, &at);
+out:
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, (double)fs->timeout_s);
+}
+
+static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char buf[PATH_MAX + 1];
+	struct zr_at at;
+	ssize_t n;
+	int rc;
+
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	n = readlinkat(at.dirfd, at.name, buf, sizeof(buf) - 1);
+	rc = n < 0 ? -errno : 0;
+	at_put(fs, &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/*
+ * Give a new entry @name in @pfd to the caller of @req: uid, and gid (or the
+ * parent's group when the parent directory is setgid). @mode is restored
+ * when it had set-id bits, which chown clears.
+ */
+static int give_to_caller(fuse_req_t req, int pfd, const char *name, mode_t mode,
+			  bool is_link)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat pst, st;
+	gid_t gid = ctx->gid;
+
+	if (geteuid() != 0)
+		return 0;	/* an unprivileged daemon creates as itself */
+	if (fstat(pfd, &pst) == 0 && (pst.st_mode & S_ISGID))
+		gid = pst.st_gid;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (st.st_uid == ctx->uid && st.st_gid == gid)
+		return 0;
+	if (fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (!is_link && (mode & 07000) && fchmodat(pfd, name, mode & 07777, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/* mknod/mkdir/symlink: create, give to the caller, look up, reply. */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, dev_t rdev, const char *link)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *p = zr_inode_from_ino(fs, parent);
+	struct fuse_entry_param e;
+	int pfd, rc;
+
+	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, zr_is_ctl(parent) ? EPERM : EEXIST);
+		return;
+	}
+	pfd = zr_fd_get(fs, p);
+	if (pfd < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	if (link)
+		rc = symlinkat(link, pfd, name);
+	else if (S_ISDIR(mode))
+		rc = mkdirat(pfd, name, mode & 07777);
+	else
+		rc = mknodat(pfd, name, mode, rdev);
+	rc = rc < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = give_to_caller(req, pfd, name, mode, link != NULL);
+	if (rc == 0)
+		rc = do_lookup(fs, p, pfd, name, &e);
+	zr_fd_put(fs, p);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void zr_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode, dev_t rdev)
+{
+	make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void zr_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+			mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | mode, 0, NULL);
+}
+
+static void zr_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			  const char *name)
+{
+	make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+/* The inode in our table for (@pfd, @name), with a reference, or NULL. */
+static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
+				   struct stat *st)
+{
+	struct zr_inode_key key;
+	struct zr_inode *ino = NULL;
+
+	if (fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return NULL;
+	key.dev = st->st_dev;
+	key.ino = st->st_ino;
+	pthread_mutex_lock(&fs->itable_lock);
+	HASH_FIND(hh, fs->inodes, &key, sizeof(key), ino);
+	if (ino)
+		ino->refs++;
+	pthread_mutex_unlock(&fs->itable_lock);
+	return ino;
+}
+
+/*
+ * A name of @victim (last seen with link count @nlink) is going away. When
+ * it was the last one and the file is open, pin its fd so it stays readable
+ * until closed. Called before the backing unlink/rename.
+ */
+static void prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, nlink_t nlink)
+{
+	int fd;
+
+	if (!S_ISREG(victim->type) || nlink > 1)
+		return;
+	pthread_mutex_lock(&victim->lock);
+	if (victim->open_count > 0 && !victim->fd_pinned) {
+		fd = zr_fd_get(fs, victim);
+		if (fd >= 0) {
+			zr_fd_pin(fs, victim);
+			zr_fd_put(fs, victim);
+			victim->fd_pinned = true;
+		}
+	}
+	pthread_mutex_unlock(&victim->lock);
+}
+
+/* After the backing unlink of (@p, @name): forget the name; drop the data
+ * of a file whose last link went and that nobody has open. */
+static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
+			  struct zr_inode *p, const char *name, nlink_t nlink)
+{
+	bool none = zr_alias_remove(fs, victim, p, name);
+
+	if (none && nlink <= 1 && S_ISREG(victim->type)) {
+		pthread_mutex_lock(&victim->lock);
+		if (victim->open_count == 0)
+			zr_data_drop_inode(fs, victim);
+		pthread_mutex_unlock(&victim->lock);
+	}
+}
+
+static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
+	struct stat st;
+	int pfd, rc;
+
+	if (zr_is_ctl(parent)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pfd = zr_fd_get(fs, p);
+	if (pfd < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	victim = find_child(fs, pfd, name, &st);
+	if (victim)
+		prepare_unlink(fs, victim, st.st_nlink);
+	rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
+	if (victim) {
+		if (rc == 0)
+			finish_unlink(fs, victim, p, name, st.st_nlink);
+		zr_inode_unref(fs, victim);
+	}
+	zr_fd_put(fs, p);
+	fuse_reply_err(req, -rc);
+}
+
+static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
+	struct stat st;
+	int pfd, rc;
+
+	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	pfd = zr_fd_get(fs, p);
+	if (pfd < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	victim = find_child(fs, pfd, name, &st);
+	rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+	if (victim) {
+		if (rc == 0)
+			zr_alias_remove(fs, victim, p, name);
+		zr_inode_unref(fs, victim);
+	}
+	zr_fd_put(fs, p);
+	fuse_reply_err(req, -rc);
+}
+
+static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *op = zr_inode_from_ino(fs, parent);
+	struct zr_inode *np = zr_inode_from_ino(fs, newparent);
+	struct zr_inode *src = NULL, *dst = NULL;
+	struct stat sst, dst_st;
+	int ofd, nfd, rc;
+
+	if (zr_is_ctl(parent) || zr_is_ctl(newparent) ||
+	    (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0) ||
+	    (newparent == FUSE_ROOT_ID && strcmp(newname, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	ofd = zr_fd_get(fs, op);
+	if (ofd < 0) {
+		fuse_reply_err(req, -ofd);
+		return;
+	}
+	nfd = zr_fd_get(fs, np);
+	if (nfd < 0) {
+		zr_fd_put(fs, op);
+		fuse_reply_err(req, -nfd);
+		return;
+	}
+	src = find_child(fs, ofd, name, &sst);
+	dst = find_child(fs, nfd, newname, &dst_st);
+	if (dst == src && src) {
+		/* two names of one inode: rename(2) does nothing */
+		zr_inode_unref(fs, dst);
+		dst = NULL;
+	}
+	if (dst && !(flags & RENAME_EXCHANGE))
+		prepare_unlink(fs, dst, dst_st.st_nlink);
+	rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
+	if (rc == 0) {
+		if (dst && (flags & RENAME_EXCHANGE))
+			zr_alias_rename(fs, dst, np, newname, op, name);
+		else if (dst)
+			finish_unlink(fs, dst, np, newname, dst_st.st_nlink);
+		if (src)
+			zr_alias_rename(fs, src, op, name, np, newname);
+	}
+	if (src)
+		zr_inode_unref(fs, src);
+	if (dst)
+		zr_inode_unref(fs, dst);
+	zr_fd_put(fs, np);
+	zr_fd_put(fs, op);
+	fuse_reply_err(req, -rc);
+}
+
+static void zr_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		       const char *newname)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	struct zr_inode *np = zr_inode_from_ino(fs, newparent);
+	struct fuse_entry_param e;
+	struct zr_at at;
+	int nfd, rc;
+
+	if (zr_is_ctl(ino) || zr_is_ctl(newparent) ||
+	    (newparent == FUSE_ROOT_ID && strcmp(newname, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	rc = at_get(fs, in, &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	nfd = zr_fd_get(fs, np);
+	if (nfd < 0) {
+		at_put(fs, &at);
+		fuse_reply_err(req, -nfd);
+		return;
+	}
+	rc = linkat(at.dirfd, at.name, nfd, newname,
+		    at.name[0] ? 0 : AT_EMPTY_PATH) < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = do_lookup(fs, np, nfd, newname, &e);
+	zr_fd_put(fs, np);
+	at_put(fs, &at);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
+	int fd, rc;
+
+	if (zr_is_ctl(ino)) {
+		zr_ctl_open(req, fs, ino, fi);
+		return;
+	}
+	in = zr_inode_from_ino(fs, ino);
+	if (fs->read_only && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && in->fd_flags == O_RDONLY) {
+		zr_fd_put(fs, in);
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	rc = zr_data_attach(fs, in, fd);
+	zr_fd_put(fs, in);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	pthread_mutex_lock(&in->lock);
+	in->open_count++;
+	pthread_mutex_unlock(&in->lock);
+	zr_inode_ref(fs, in);
+	fi->keep_cache = 1;
+	if (fi->flags & O_DIRECT)
+		fi->direct_io = 1;
+	fi->fh = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 mode_t mode, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *p = zr_inode_from_ino(fs, parent), *in;
+	struct fuse_entry_param e;
+	int pfd, fd, rc;
+
+	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, zr_is_ctl(parent) ? EPERM : EEXIST);
+		return;
+	}
+	pfd = zr_fd_get(fs, p);
+	if (pfd < 0) {
+		fuse_reply_err(req, -pfd);
+		return;
+	}
+	fd = openat(pfd, name, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC |
+		    (fi->flags & O_EXCL), mode & 07777);
+	if (fd < 0) {
+		rc = -errno;
+		zr_fd_put(fs, p);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	close(fd);	/* the fd cache reopens it; creation is rare next to I/O */
+	rc = give_to_caller(req, pfd, name, mode, false);
+	if (rc == 0)
+		rc = do_lookup(fs, p, pfd, name, &e);
+	zr_fd_put(fs, p);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	in = zr_inode_from_ino(fs, e.ino);
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		zr_inode_forget(fs, in, 1);
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	rc = zr_data_attach(fs, in, fd);
+	if (rc == 0 && (fi->flags & O_TRUNC))
+		rc = zr_data_truncate(fs, in, fd, 0);
+	zr_fd_put(fs, in);
+	if (rc) {
+		zr_inode_forget(fs, in, 1);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (fi->flags & O_TRUNC) {
+		e.attr.st_size = 0;
+		e.attr.st_blocks = 0;
+	}
+	pthread_mutex_lock(&in->lock);
+	in->open_count++;
+	pthread_mutex_unlock(&in->lock);
+	zr_inode_ref(fs, in);
+	fi->keep_cache = 1;
+	if (fi->flags & O_DIRECT)
+		fi->direct_io = 1;
+	fi->fh = 0;
+	fuse_reply_create(req, &e, fi);
+}
+
+static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
+	bool unpin = false;
+
+	if (zr_is_ctl(ino)) {
+		zr_ctl_release(fs, fi);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	in = zr_inode_from_ino(fs, ino);
+	pthread_mutex_lock(&in->lock);
+	if (--in->open_count == 0 && in->fd_pinned) {
+		/* last close of a file whose last name went: its data goes too */
+		if (in->unlinked)
+			zr_data_drop_inode(fs, in);
+		in->fd_pinned = false;
+		unpin = true;
+	}
+	pthread_mutex_unlock(&in->lock);
+	if (unpin)
+		zr_fd_unpin(fs, in);
+	zr_inode_unref(fs, in);
+	fuse_reply_err(req, 0);
+}
+
+struct zr_dirh {
+	DIR *dp;
+	off_t pos;		/* offset of the next entry dp returns */
+	struct dirent *pending;	/* read but not yet replied */
+	bool is_root;
+};
+
+static void zr_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
+	struct zr_dirh *d;
+	int fd, dfd;
+
+	if (zr_is_ctl(ino)) {
+		fi->fh = 0;
+		fuse_reply_open(req, fi);
+		return;
+	}
+	in = zr_inode_from_ino(fs, ino);
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		free(d);
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	zr_fd_put(fs, in);
+	if (dfd < 0 || !(d->dp = fdopendir(dfd))) {
+		int err = errno;
+
+		if (dfd >= 0)
+			close(dfd);
+		free(d);
+		fuse_reply_err(req, err);
+		return;
+	}
+	d->is_root = ino == FUSE_ROOT_ID;
+	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, int plus)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_dirh *d = (struct zr_dirh *)(uintptr_t)fi->fh;
+	struct zr_inode *dir = zr_inode_from_ino(fs, ino);
+	char *buf, *p;
+	size_t rem = size;
+	int err = 0;
+
+	if (zr_is_ctl(ino)) {
+		zr_ctl_readdir(req, fs, size, off, plus);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (off != d->pos) {
+		seekdir(d->dp, off);
+		d->pending = NULL;
+		d->pos = off;
+	}
+	p = buf;
+	for (;;) {
+		struct dirent *de = d->pending;
+		struct fuse_entry_param e;
+		size_t n;
+
+		if (!de) {
+			errno = 0;
+			de = readdir(d->dp);
+			if (!de) {
+				err = errno;
+				break;
+			}
+		}
+		d->pending = de;
+		if (d->is_root && strcmp(de->d_name, ZR_CTL_DIRNAME) == 0) {
+			d->pending = NULL;
+			d->pos = de->d_off;
+			continue;	/* the control directory's name is reserved */
+		}
+		if (plus) {
+			bool dots = strcmp(de->d_name, ".") == 0 ||
+				    strcmp(de->d_name, "..") == 0;
+
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = de->d_ino;
+			e.attr.st_mode = (mode_t)de->d_type << 12;
+			if (!dots) {
+				int pfd = zr_fd_get(fs, dir);
+				int rc = pfd < 0 ? pfd :
+					do_lookup(fs, dir, pfd, de->d_name, &e);
+
+				if (pfd >= 0)
+					zr_fd_put(fs, dir);
+				if (rc) {
+					/* vanished meanwhile: skip it */
+					d->pending = NULL;
+					d->pos = de->d_off;
+					continue;
+				}
+			}
+			n = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
+			if (n > rem) {
+				if (!dots)
+					zr_inode_forget(fs, zr_inode_from_ino(fs, e.ino), 1);
+				break;
+			}
+		} else {
+			struct stat st;
+
+			memset(&st, 0, sizeof(st));
+			st.st_ino = de->d_ino;
+			st.st_mode = (mode_t)de->d_type << 12;
+			n = fuse_add_direntry(req, p, rem, de->d_name, &st, de->d_off);
+			if (n > rem)
+				break;
+		}
+		p += n;
+		rem -= n;
+		d->pending = NULL;
+		d->pos = de->d_off;
+	}
+	if (err && rem == size)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void zr_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, 0);
+}
+
+static void zr_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			      off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, 1);
+}
+
+static void zr_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct zr_dirh *d = (struct zr_dirh *)(uintptr_t)fi->fh;
+
+	if (d) {
+		closedir(d->dp);
+		free(d);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void zr_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			   struct fuse_file_info *fi)
+{
+	struct zr_dirh *d = (struct zr_dirh *)(uintptr_t)fi->fh;
+	int rc = 0;
+
+	if (d) {
+		int fd = dirfd(d->dp);
+
+		rc = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? errno : 0;
+	}
+	fuse_reply_err(req, rc);
+}
+
+static void zr_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct statvfs sv;
+
+	if (fstatvfs(fs->root_fd, &sv) < 0) {
+		fuse_reply_err(req, errno);
+		return;
+	}
+	fuse_reply_statfs(req, &sv);
+}
+
+static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			   const char *value, size_t size, int flags)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char path[PATH_MAX + 64];
+	struct zr_at at;
+	bool follow;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	at_path(&at, path, sizeof(path), &follow);
+	rc = (follow ? setxattr(path, name, value, size, flags) :
+	      lsetxattr(path, name, value, size, flags)) < 0 ? errno : 0;
+	at_put(fs, &at);
+	fuse_reply_err(req, rc);
+}
+
+static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			   size_t size)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char path[PATH_MAX + 64];
+	char *buf = NULL;
+	struct zr_at at;
+	bool follow;
+	ssize_t n;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		at_put(fs, &at);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	at_path(&at, path, sizeof(path), &follow);
+	n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
+	rc = n < 0 ? errno : 0;
+	at_put(fs, &at);
+	if (rc)
+		fuse_reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void zr_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char path[PATH_MAX + 64];
+	char *buf = NULL;
+	struct zr_at at;
+	bool follow;
+	ssize_t n;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		if (size == 0)
+			fuse_reply_xattr(req, 0);
+		else
+			fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		at_put(fs, &at);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	at_path(&at, path, sizeof(path), &follow);
+	n = follow ? listxattr(path, buf, size) : llistxattr(path, buf, size);
+	rc = n < 0 ? errno : 0;
+	at_put(fs, &at);
+	if (rc)
+		fuse_reply_err(req, rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char path[PATH_MAX + 64];
+	struct zr_at at;
+	bool follow;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	at_path(&at, path, sizeof(path), &follow);
+	rc = (follow ? removexattr(path, name) : lremovexattr(path, name)) < 0 ? errno : 0;
+	at_put(fs, &at);
+	fuse_reply_err(req, rc);
+}
+
+static void zr_op_read_any(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	if (zr_is_ctl(ino))
+		zr_ctl_read(req, zr_fs_of(req), ino, size, off, fi);
+	else
+		zr_op_read(req, ino, size, off, fi);
+}
+
+const struct fuse_lowlevel_ops zr_ops = {
+	.init = zr_op_init,
+	.destroy = zr_op_destroy,
+	.lookup = zr_op_lookup,
+	.forget = zr_op_forget,
+	.forget_multi = zr_op_forget_multi,
+	.getattr = zr_op_getattr,
+	.setattr = zr_op_setattr,
+	.readlink = zr_op_readlink,
+	.mknod = zr_op_mknod,
+	.mkdir = zr_op_mkdir,
+	.unlink = zr_op_unlink,
+	.rmdir = zr_op_rmdir,
+	.symlink = zr_op_symlink,
+	.rename = zr_op_rename,
+	.link = zr_op_link,
+	.open = zr_op_open,
+	.create = zr_op_create,
+	.read = zr_op_read_any,
+	.write_buf = zr_op_write_buf,
+	.flush = zr_op_flush,
+	.release = zr_op_release,
+	.fsync = zr_op_fsync,
+	.opendir = zr_op_opendir,
+	.readdir = zr_op_readdir,
+	.readdirplus = zr_op_readdirplus,
+	.releasedir = zr_op_releasedir,
+	.fsyncdir = zr_op_fsyncdir,
+	.statfs = zr_op_statfs,
+	.setxattr = zr_op_setxattr,
+	.getxattr = zr_op_getxattr,
+	.listxattr = zr_op_listxattr,
+	.removexattr = zr_op_removexattr,
+	.fallocate = zr_op_fallocate,
+	.lseek = zr_op_lseek,
+	.copy_file_range = zr_op_copy_file_range,
+};
