@@ -14,9 +14,9 @@
  *
  * Compressed blocks live only in RAM and only this build reads them back, so
  * zstd frames are written in the magicless format with no checksum, no
- * content size and no dictionary id: 4 + 1..4 + 4 bytes less per block than a
- * standard frame. The decompressor knows the exact block length and checks
- * it instead.
+ * content size and no dictionary id: about 9 bytes less per block than a
+ * default frame (4 of magic, 4 of checksum, 1 or more of content size). The
+ * decompressor knows the exact block length and checks it instead.
  *
  * Giving up early. When dst_cap is smaller than the codec's bound, lz4 runs
  * in limited-output mode and stops as soon as the output would pass dst_cap;

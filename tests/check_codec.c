@@ -676,7 +676,7 @@ static void print_ratios(void)
 	for (size_t s = 0; s < ZR_ARRAY_SIZE(samples); s++) {
 		if (samples[s].id == ZR_CODEC_NONE)
 			continue;
-		for (int k = ZR_DATA_TEXT; k < ZR_DATA_COUNT; k++) {
+		for (int k = 0; k < ZR_DATA_COUNT; k++) {
 			printf("%-6s %4d %-7s", zr_codec_name(samples[s].id),
 			       samples[s].level, zr_datagen_name(k));
 			for (size_t b = 0; b < ZR_ARRAY_SIZE(block_sizes); b++)
