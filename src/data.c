@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -121,6 +122,8 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 		}
 		store_size(ino, (uint64_t)st.st_size);
 		ino->size_valid = true;
+		/* with KILLPRIV_V2 we drop file capabilities on write (session.c) */
+		ino->has_caps = fgetxattr(fd, "security.capability", NULL, 0) > 0;
 	}
 	if (fs->store && !ino->blocks)
 		rc = zr_file_create(fs->store, ino, &ino->blocks);
@@ -365,6 +368,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (!blk)
 		return -ENOMEM;
 	bypass = seq_bypass(fs, ino, off, len);
+	if (ZR_UNLIKELY(ino->has_caps)) {
+		(void)fremovexattr(fd, "security.capability");
+		ino->has_caps = false;
+	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, boff = pos % bs;
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);

@@ -203,6 +203,9 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 int zr_wb_start(struct zr_fs *fs);
 void zr_wb_stop(struct zr_fs *fs);
 
+/* session.c */
+int zr_session_hook(struct zr_fs *fs);
+
 /* ctl.c: the control directory */
 #define ZR_CTL_INO_DIR   ((fuse_ino_t)2)
 #define ZR_CTL_INO_STATS ((fuse_ino_t)3)

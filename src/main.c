@@ -235,6 +235,8 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "zramfs: cannot mount on '%s'\n", real_mnt);
 		goto out_session;
 	}
+	if (zr_session_hook(&the_fs) != 0)
+		zr_log(ZR_LOG_WARNING, "cannot hook the session: small writes will be slow");
 	if (fuse_daemonize(opt.foreground) != 0)
 		goto out_unmount;
 	if (!opt.foreground)

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * session.c - our own read/writev on /dev/fuse, to speak a little of the
+ * protocol that libfuse 3.14 does not: FUSE_HANDLE_KILLPRIV_V2.
+ *
+ * Without it, the kernel asks the daemon for "security.capability" before
+ * every write(2) that lands in its writeback cache (to decide whether to
+ * clear privileges): a GETXATTR round trip per 64-byte write, which caps
+ * small writes at a few MB/s. With KILLPRIV_V2 the superblock is SB_NOSEC
+ * and that duty moves to the daemon, which this file takes on:
+ *  - a WRITE flagged FUSE_WRITE_KILL_SUIDGID, a SETATTR with
+ *    FATTR_KILL_SUIDGID and an OPEN with FUSE_OPEN_KILL_SUIDGID clear the
+ *    set-user-ID bit, and the set-group-ID bit when group-executable;
+ *  - the first write to a file that carries security.capability removes it
+ *    (data.c, zr_inode.has_caps).
+ * The flag is added to the INIT reply only when the kernel offered it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
+static uint32_t init_flags_in;	/* what the kernel offered */
+
+/* Clear set-id bits of node @nodeid the way the kernel would on write. */
+static void kill_suidgid(struct zr_fs *fs, uint64_t nodeid)
+{
+	struct zr_inode *ino;
+	struct stat st;
+	mode_t mode;
+	int fd;
+
+	if (nodeid == FUSE_ROOT_ID || zr_is_ctl(nodeid))
+		return;
+	ino = zr_inode_from_ino(fs, nodeid);
+	if (!S_ISREG(ino->type))
+		return;
+	fd = zr_fd_get(fs, ino);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0) {
+		mode = st.st_mode & 07777;
+		mode &= ~(mode_t)S_ISUID;
+		if (mode & S_IXGRP)
+			mode &= ~(mode_t)S_ISGID;
+		if (mode != (st.st_mode & 07777))
+			(void)fchmod(fd, mode);
+	}
+	zr_fd_put(fs, ino);
+}
+
+static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct zr_fs *fs = userdata;
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *in = buf;
+
+	if (n < (ssize_t)sizeof(*in))
+		return n;
+	switch (in->opcode) {
+	case FUSE_INIT:
+		if ((size_t)n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2)) {
+			const struct fuse_init_in *ii = (const void *)(in + 1);
+
+			init_flags_in = ii->flags;
+			__atomic_store_n(&init_unique, in->unique, __ATOMIC_RELEASE);
+		}
+		break;
+	case FUSE_WRITE:
+		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_write_in)) {
+			const struct fuse_write_in *wi = (const void *)(in + 1);
+
+			if (wi->write_flags & FUSE_WRITE_KILL_SUIDGID)
+				kill_suidgid(fs, in->nodeid);
+		}
+		break;
+	case FUSE_SETATTR:
+		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_setattr_in)) {
+			const struct fuse_setattr_in *si = (const void *)(in + 1);
+
+			if ((si->valid & FATTR_KILL_SUIDGID) && !(si->valid & FATTR_MODE))
+				kill_suidgid(fs, in->nodeid);
+		}
+		break;
+	case FUSE_OPEN:
+		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_open_in)) {
+			const struct fuse_open_in *oi = (const void *)(in + 1);
+
+			if (oi->open_flags & FUSE_OPEN_KILL_SUIDGID)
+				kill_suidgid(fs, in->nodeid);
+		}
+		break;
+	default:
+		break;
+	}
+	return n;
+}
+
+static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
+
+	if (unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		struct fuse_out_header *out = iov[0].iov_base;
+
+		if (out->unique == unique && out->error == 0 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background)) {
+			struct fuse_init_out *io = iov[1].iov_base;
+
+			if (init_flags_in & FUSE_HANDLE_KILLPRIV_V2)
+				io->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			__atomic_store_n(&init_unique, 0, __ATOMIC_RELEASE);
+		}
+	}
+	(void)userdata;
+	return writev(fd, iov, count);
+}
+
+/**
+ * zr_session_hook() - route the session's /dev/fuse traffic through the
+ * functions above. Call after fuse_session_mount().
+ * @return 0 or -errno.
+ */
+int zr_session_hook(struct zr_fs *fs)
+{
+	static const struct fuse_custom_io io = {
+		.read = zr_io_read,
+		.writev = zr_io_writev,
+	};
+
+	return fuse_session_custom_io(fs->se, &io, fuse_session_fd(fs->se));
+}
