@@ -1,0 +1,75 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# enospc_backing: the backing directory is a 16 MiB tmpfs, the RAM budget is
+# larger.  (1) 40 MiB written: the writes fit in RAM and succeed, writeback
+# fails with ENOSPC, fsync must report it, writeback_errors counts it, and
+# no byte is lost: the data reads back while mounted, and once the tmpfs is
+# enlarged `writeback all` succeeds and the backing file is complete after
+# unmount.  (2) With an 8 MiB tmpfs and a 16 MiB budget, 64 MiB can fit
+# nowhere: the writer must get ENOSPC (from write, fsync or close) instead
+# of hanging or losing data silently.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "writeback errors come from the daemon"
+zr_need_root "mounts a tmpfs"
+IO=$(zr_helper zr_io)
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$M"
+head -c $((40 << 20)) /dev/urandom >"$ZR_TMP/src40"
+zr_mount_tmpfs "$B" 16m
+
+say "phase 1: 40 MiB into RAM over a 16 MiB backing tmpfs"
+zr_mount "size=64M,dirty_expire=1h" "$B" "$M"
+M=$ZR_MNT
+out=$("$IO" copy "$ZR_TMP/src40" "$M/big" 2>&1) && rc=0 || rc=$?
+echo "$out" | sed 's/^/     /'
+echo "$out" | grep -qx "written $((40 << 20))" ||
+	fail "writes into a budget with room must succeed, got: $out"
+echo "$out" | grep -Eq "^(fsync|close) error: No space left on device" ||
+	fail "fsync/close must report ENOSPC when writeback fails, got: $out"
+errs=$(zr_stat writeback_errors)
+say "writeback_errors $errs, blocks_dirty $(zr_stat blocks_dirty)"
+[ "$errs" -gt 0 ] || fail "writeback_errors is $errs after a failed writeback"
+mountpoint -q "$M" || fail "the mount died"
+zr_drop_kcache
+cmp "$ZR_TMP/src40" "$M/big" || fail "data lost while the backing directory is full"
+
+say "enlarging the tmpfs to 64 MiB"
+mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"
+zr_ctl writeback all
+dirty=$(zr_stat blocks_dirty)
+[ "$dirty" = 0 ] || fail "blocks_dirty is $dirty after 'writeback all' with space"
+out=$("$IO" fsync "$M/big" 2>&1) || say "note: fsync after recovery reports: $out"
+zr_umount
+cmp "$ZR_TMP/src40" "$B/big" || fail "backing file incomplete after recovery and unmount"
+say "ok: all 40 MiB in the backing directory"
+umount "$B" || fail "cannot unmount the tmpfs"
+
+say "phase 2: 64 MiB, 16 MiB budget, 8 MiB backing tmpfs"
+head -c $((64 << 20)) /dev/urandom >"$ZR_TMP/src64"
+zr_mount_tmpfs "$B" 8m
+zr_mount "size=16M,dirty_expire=1h" "$B" "$M"
+M=$ZR_MNT
+out=$(timeout 90 "$IO" copy "$ZR_TMP/src64" "$M/huge" 2>&1) && rc=0 || rc=$?
+echo "$out" | sed 's/^/     /'
+[ "$rc" != 124 ] || fail "the writer hung with a full budget and a full backing directory"
+[ "$rc" != 0 ] || fail "64 MiB cannot fit in 16 MiB of RAM and 8 MiB of disk, yet every call succeeded"
+echo "$out" | grep -Eq "^(write|fsync|close) error: No space left on device" ||
+	fail "expected ENOSPC from write, fsync or close, got: $out"
+n=$(echo "$out" | awk '$1 == "written" { print $2 }')
+synced=no
+echo "$out" | grep -qx "fsync ok" && synced=yes
+say "enospc $(zr_stat enospc), writeback_errors $(zr_stat writeback_errors)"
+stat "$M/huge" >/dev/null || fail "the mount does not answer after ENOSPC"
+mount -o remount,size=128m "$B" || fail "cannot enlarge the tmpfs"
+zr_ctl writeback all
+[ "$(zr_stat blocks_dirty)" = 0 ] || fail "blocks still dirty after 'writeback all' with space"
+zr_umount
+if [ "$synced" = yes ]; then
+	cmp -n "$n" "$ZR_TMP/src64" "$B/huge" ||
+		fail "the $n bytes written before ENOSPC (fsync ok) are not intact"
+	say "ok: the $n bytes written before ENOSPC are intact"
+else
+	say "fsync reported the error: no byte was promised"
+fi
