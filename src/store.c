@@ -52,6 +52,7 @@
 #define NODE_SLOTS (1u << NODE_BITS)
 #define MAX_HEIGHT 10		/* 4 + 6 * 10 >= 64 bits of index */
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
+#define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
 #define WB_FAIL_LIMIT 4		/* failed writebacks before a reclaim pass skips dirty blocks */
 
 /* Info word: stored length (18 bits: up to a raw 128 KiB block), codec, flags. */
@@ -1435,6 +1436,8 @@ int zr_store_make_room(struct zr_store *st, size_t need)
 {
 	uint64_t budget = zr_stat_read(&st->cfg.budget), target;
 
+	/* The pool commits whole pages: an object may start a new one. */
+	need += POOL_PAGE;
 	if (zr_store_mem_used(st) + need <= budget)
 		return 0;
 	pthread_mutex_lock(&st->reclaim_lock);
