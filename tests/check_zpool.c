@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datagen.h"
 #include "zr_util.h"
 #include "zr_zpool.h"
 
@@ -29,21 +30,10 @@ static uint64_t rnd_below(uint64_t *st, uint64_t n)
 	return (uint64_t)(((unsigned __int128)rnd(st) * n) >> 64);
 }
 
-/*
- * A plausible compressed size of a @block byte block: 10% tiny (1..199),
- * 45% in 25..60% of the block, 35% in 60..95%, 10% raw (the whole block).
- */
+/* A plausible compressed size of a @block byte block (see datagen.h). */
 static size_t comp_size(uint64_t *st, size_t block)
 {
-	uint64_t r = rnd_below(st, 100);
-
-	if (r < 10)
-		return 1 + rnd_below(st, 199);
-	if (r < 55)
-		return block / 4 + rnd_below(st, block * 35 / 100);
-	if (r < 90)
-		return block * 60 / 100 + rnd_below(st, block * 35 / 100);
-	return block;
+	return zr_datagen_comp_size(st, block);
 }
 
 /* Fill @p (@n bytes) with bytes derived from @h. */
@@ -394,7 +384,7 @@ static uint64_t churn_mb(void)
 
 START_TEST(test_churn_overhead)
 {
-	static const size_t blocks[] = { 4096, 16384, 65536, 131072 };
+	static const size_t blocks[] = { 4096, 8192, 16384, 32768, 65536, 131072 };
 	unsigned i;
 
 	for (i = 0; i < ZR_ARRAY_SIZE(blocks); i++) {
