@@ -162,8 +162,11 @@ void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 		st->st_size = (off_t)size;
 	}
 	if (ino->blocks && zr_file_dirty(ino->blocks)) {
-		/* data not yet on disk still occupies space once written */
-		blocks = (size + 511) / 512;
+		/* blocks not yet written back will occupy space once they
+		 * are: count the blocks held in RAM, bounded by the size */
+		blocks = (uint64_t)st->st_blocks +
+			 zr_file_nblocks(ino->blocks) * (fs->bs / 512);
+		blocks = ZR_MIN(blocks, (size + 511) / 512);
 		if ((uint64_t)st->st_blocks < blocks)
 			st->st_blocks = (blkcnt_t)blocks;
 	}

@@ -67,7 +67,17 @@ void zr_fs_destroy(struct zr_fs *fs)
 {
 	struct zr_inode *ino, *tmp;
 
-	/* Unmount: the kernel may not forget everything; free what is left. */
+	/* Unmount: the kernel may not forget everything; free what is left.
+	 * Names first (they reference parents), then the inodes. */
+	HASH_ITER(hh, fs->inodes, ino, tmp) {
+		struct zr_alias *a, *next;
+
+		for (a = ino->aliases; a; a = next) {
+			next = a->next;
+			free(a);
+		}
+		ino->aliases = NULL;
+	}
 	HASH_ITER(hh, fs->inodes, ino, tmp) {
 		HASH_DEL(fs->inodes, ino);
 		inode_free(fs, ino);
