@@ -1062,6 +1062,11 @@ void zr_zpool_free(struct zr_zpool *pool, uint32_t handle)
 	zr_stat_sub(&pool->st.obj_count, 1);
 }
 
+/*
+ * The read side of map_lock is held until zr_zpool_unmap() on the same
+ * thread. A dead or unknown handle gives NULL and holds nothing: do not
+ * unmap it then.
+ */
 void *zr_zpool_map(struct zr_zpool *pool, uint32_t handle)
 {
 	uint64_t *e = handle ? h_entry(pool, handle) : NULL;
