@@ -832,7 +832,15 @@ static void *wb_main(void *arg)
 					       UINT64_MAX);
 		}
 		if (zr_now_ms() - last_sweep > 5000) {
+			struct zr_stats s;
+
 			zr_fs_sweep(fs);
+			/* churn leaves partly used spans: compact when they
+			 * cost more than 5% of the compressed data */
+			zr_store_get_stats(fs->store, &s);
+			if (s.compr_data_size &&
+			    s.mem_used_total - s.meta_bytes > s.compr_data_size / 20 * 21)
+				(void)zr_store_compact(fs->store);
 			last_sweep = zr_now_ms();
 		}
 		pthread_mutex_lock(&fs->wb_lock);

@@ -1,2 +1,201 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-int main(void) { return 0; }
+/* check_options.c - unit tests of zramfs option parsing (src/options.c). */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+/* Parse "zramfs" followed by the NULL-terminated words; @return the rc. */
+static int parse(struct zr_options *o, char *err, size_t errlen, ...)
+{
+	char *argv[32];
+	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
+	va_list ap;
+	int argc = 0, rc;
+
+	argv[argc++] = (char *)"zramfs";
+	va_start(ap, errlen);
+	while (argc < 31 && (argv[argc] = va_arg(ap, char *)))
+		argc++;
+	va_end(ap);
+	argv[argc] = NULL;
+	rc = zr_options_parse(argc, argv, o, &fa, err, errlen);
+	if (rc == 0)
+		fuse_opt_free_args(&fa);
+	return rc;
+}
+
+START_TEST(test_defaults)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "/b", "/m", NULL), 0);
+	ck_assert_str_eq(o.backing, "/b");
+	ck_assert_str_eq(o.mountpoint, "/m");
+	ck_assert_int_eq(o.over_self, 0);
+	ck_assert_uint_eq(o.store.budget, zr_ram_bytes() / 4);
+	ck_assert_int_eq(o.store.comp, ZR_CODEC_LZ4);
+	ck_assert_int_eq(o.store.cold_comp, ZR_CODEC_ZSTD);
+	ck_assert_uint_eq(o.store.block_size, 64 * 1024);
+	ck_assert_uint_eq(o.store.min_saving, 64 * 1024 / 8);
+	ck_assert_int_eq(o.store.policy, ZR_POLICY_ADAPTIVE);
+	ck_assert_uint_eq(o.dirty_expire_ms, 30000);
+	ck_assert_uint_eq(o.seq_cutoff, 4u << 20);
+	ck_assert_int_eq(o.cache, ZR_CACHE_WRITEBACK);
+	zr_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_over_self)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "/dir", NULL), 0);
+	ck_assert_str_eq(o.backing, "/dir");
+	ck_assert_str_eq(o.mountpoint, "/dir");
+	ck_assert_int_eq(o.over_self, 1);
+	zr_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_values)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o",
+			       "size=2g,comp=zstd,comp_level=-3,cold_comp=lz4hc,cold_level=12,"
+			       "block_size=16k,min_saving=25%,policy=lru,dirty_expire=500ms,"
+			       "seq_cutoff=0,cache=writethrough,high_wm=70,low_wm=50",
+			       "/b", "/m", NULL), 0);
+	ck_assert_uint_eq(o.store.budget, 2ull << 30);
+	ck_assert_int_eq(o.store.comp, ZR_CODEC_ZSTD);
+	ck_assert_int_eq(o.store.comp_level, -3);
+	ck_assert_int_eq(o.store.cold_comp, ZR_CODEC_LZ4HC);
+	ck_assert_int_eq(o.store.cold_level, 12);
+	ck_assert_uint_eq(o.store.block_size, 16384);
+	ck_assert_uint_eq(o.store.min_saving, 4096);
+	ck_assert_int_eq(o.store.policy, ZR_POLICY_LRU);
+	ck_assert_uint_eq(o.dirty_expire_ms, 500);
+	ck_assert_uint_eq(o.seq_cutoff, 0);
+	ck_assert_int_eq(o.cache, ZR_CACHE_WRITETHROUGH);
+	ck_assert_uint_eq(o.store.high_wm, 70);
+	ck_assert_uint_eq(o.store.low_wm, 50);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "size=10%", "/b", "/m", NULL), 0);
+	ck_assert_uint_eq(o.store.budget, zr_ram_bytes() / 10);
+	zr_options_free(&o);
+}
+END_TEST
+
+/* Each bad option is refused with a message naming the option. */
+static const struct {
+	const char *opt;
+	const char *names;
+} bad_opts[] = {
+	{ "size=abc", "size" },
+	{ "size=-1", "size" },
+	{ "size=150%", "size" },
+	{ "comp=foo", "comp" },
+	{ "cold_comp=brotli", "cold_comp" },
+	{ "comp=lz4hc,comp_level=99", "comp_level" },
+	{ "block_size=3000", "block_size" },
+	{ "block_size=1M", "block_size" },
+	{ "block_size=2k", "block_size" },
+	{ "policy=xyz", "policy" },
+	{ "cache=maybe", "cache" },
+	{ "dirty_expire=soon", "dirty_expire" },
+	{ "min_saving=200%", "min_saving" },
+	{ "min_saving=1M", "min_saving" },
+	{ "seq_cutoff=lots", "seq_cutoff" },
+	{ "high_wm=50,low_wm=60", "low_wm" },
+	{ "max_fds=3", "max_fds" },
+};
+
+START_TEST(test_bad)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", bad_opts[_i].opt,
+			       "/b", "/m", NULL), -EINVAL);
+	ck_assert_msg(strstr(err, bad_opts[_i].names) != NULL,
+		      "message for %s does not name it: %s", bad_opts[_i].opt, err);
+	zr_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "MOUNTPOINT"));
+	zr_options_free(&o);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "/a", "/b", "/c", NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "too many"));
+	zr_options_free(&o);
+}
+END_TEST
+
+START_TEST(test_parse_size)
+{
+	uint64_t v;
+
+	ck_assert_int_eq(zr_parse_size("123", 0, &v), 0);
+	ck_assert_uint_eq(v, 123);
+	ck_assert_int_eq(zr_parse_size("64k", 0, &v), 0);
+	ck_assert_uint_eq(v, 65536);
+	ck_assert_int_eq(zr_parse_size("1.5G", 0, &v), 0);
+	ck_assert_uint_eq(v, 3ull << 29);
+	ck_assert_int_eq(zr_parse_size("2MiB", 0, &v), 0);
+	ck_assert_uint_eq(v, 2u << 20);
+	ck_assert_int_eq(zr_parse_size("50%", 1000, &v), 0);
+	ck_assert_uint_eq(v, 500);
+	ck_assert_int_eq(zr_parse_size("", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("12q", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("-5", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("99999999999t", 0, &v), -ERANGE);
+	ck_assert_int_eq(zr_parse_duration_ms("2m", &v), 0);
+	ck_assert_uint_eq(v, 120000);
+	ck_assert_int_eq(zr_parse_duration_ms("30", &v), 0);
+	ck_assert_uint_eq(v, 30000);
+	ck_assert_int_eq(zr_parse_duration_ms("7 days", &v), -EINVAL);
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+	Suite *s = suite_create("options");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_over_self);
+	tcase_add_test(tc, test_values);
+	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
+	tcase_add_test(tc, test_usage_errors);
+	tcase_add_test(tc, test_parse_size);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(options_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
