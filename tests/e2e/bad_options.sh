@@ -1,0 +1,99 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# bad_options: every bad mount option or value, a missing backing directory,
+# a backing path that is a regular file and a mount point already in use are
+# refused: non-zero exit, a message on stderr that names the bad thing, and
+# nothing mounted.  Positive controls first: the same options with good
+# values mount and show in .zramfs/config, so a daemon that refuses
+# everything does not pass.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "checks the daemon's option parsing"
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt F=$ZR_TMP/regular
+mkdir -p "$B" "$M"
+echo "not a directory" >"$F"
+
+say "--help and --version"
+"$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
+for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
+	policy= dirty_expire= seq_cutoff= cache= allow_other; do
+	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
+done
+"$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
+grep -q '[0-9]\.[0-9]' "$ZR_TMP/version" || fail "--version prints no version"
+
+say "positive controls: good values mount"
+zr_mount "size=8M,comp=zstd,comp_level=5,cold_comp=lz4hc,block_size=4k,policy=lru,cache=writethrough,dirty_expire=500ms,min_saving=20%,seq_cutoff=1m" "$B" "$M"
+for kv in "size 8388608" "comp zstd" "comp_level 5" "cold_comp lz4hc" "block_size 4096" \
+	"policy lru" "cache writethrough" "dirty_expire 500" "seq_cutoff 1048576"; do
+	grep -qx "$kv" "$ZR_MNT/.zramfs/config" || fail "config lacks '$kv'"
+done
+zr_umount
+zr_mount "size=1%,comp=none,block_size=128k,cache=none,policy=adaptive,dirty_expire=2s" "$B" "$M"
+grep -qx "block_size 131072" "$ZR_MNT/.zramfs/config" || fail "config lacks 'block_size 131072'"
+zr_umount
+zr_mount "comp=lz4hc,size=1g" "$B" "$M"
+grep -qx "size 1073741824" "$ZR_MNT/.zramfs/config" || fail "config lacks 'size 1073741824'"
+zr_umount
+
+# nmounts: how many mounts are on $M or $B now.
+nmounts() {
+	awk -v m="$M" -v b="$B" '$5 == m || $5 == b' /proc/self/mountinfo | wc -l
+}
+
+# refused WANT ARGS...: zramfs ARGS (daemonizing, as users run it) must
+# exit non-zero, leave nothing mounted, and name the problem on stderr:
+# every word of WANT (separated by '&', e.g. the option and the value) must
+# be in the message.
+refused() {
+	local want=$1 rc=0 m w before
+	shift
+	before=$(nmounts)
+	timeout 20 "$ZRAMFS" "$@" >"$ZR_TMP/out" 2>"$ZR_TMP/err" || rc=$?
+	if [ "$(nmounts)" != "$before" ]; then
+		for m in "$M" "$B"; do
+			fusermount3 -u "$m" 2>/dev/null || true
+		done
+		fail "'zramfs $*' mounted something"
+	fi
+	[ "$rc" != 124 ] || fail "'zramfs $*' hung"
+	[ "$rc" != 0 ] || fail "'zramfs $*' exited 0"
+	IFS='&' read -ra w <<<"$want"
+	for m in "${w[@]}"; do
+		grep -qiF -- "$m" "$ZR_TMP/err" ||
+			fail "'zramfs $*': stderr does not name '$m': $(cat "$ZR_TMP/err")"
+	done
+	say "ok (exit $rc): $(head -n 1 "$ZR_TMP/err")"
+}
+say "bad options"
+refused "size&abc" -o size=abc "$B" "$M"
+refused "size&-1" -o size=-1 "$B" "$M"
+refused "size&200%" -o size=200% "$B" "$M"
+refused "comp&foo" -o comp=foo "$B" "$M"
+refused "cold_comp&bogus" -o cold_comp=bogus "$B" "$M"
+refused "block_size&3000" -o block_size=3000 "$B" "$M"
+refused "block_size&1M" -o block_size=1M "$B" "$M"
+refused "block_size&2k" -o block_size=2k "$B" "$M"
+refused "policy&xyz" -o policy=xyz "$B" "$M"
+refused "cache&maybe" -o cache=maybe "$B" "$M"
+refused "dirty_expire&soon" -o dirty_expire=soon "$B" "$M"
+refused "min_saving&200%" -o min_saving=200% "$B" "$M"
+refused "seq_cutoff&lots" -o seq_cutoff=lots "$B" "$M"
+refused comp_level -o comp=zstd,comp_level=high "$B" "$M"
+refused frobnicate -o frobnicate=1 "$B" "$M"
+refused frobnicate -o frobnicate "$B" "$M"
+say "bad directories"
+refused "$ZR_TMP/missing" -o size=8M "$ZR_TMP/missing" "$M"
+refused "$F" "$F" "$M"
+refused "$ZR_TMP/nomnt" "$B" "$ZR_TMP/nomnt"
+
+say "mount point already in use"
+zr_mount "size=8M" "$B" "$M"
+refused "$M" "$B" "$M"
+zr_is_mounted "$M" || fail "the first mount is gone after the refused second one"
+[ "$(awk -v p="$M" '$5 == p' /proc/self/mountinfo | wc -l)" = 1 ] ||
+	fail "$M is mounted more than once"
+echo still >"$ZR_MNT/alive" || fail "the first mount stopped working"
+zr_umount
+[ "$(cat "$B/alive")" = still ] || fail "data of the first mount lost"
