@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -802,6 +803,52 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 /* ---- the writeback thread ---- */
 
+/*
+ * System memory pressure (PSI): the "some avg10" share of time in which a
+ * task waited for memory, in percent, or -1 when PSI is not available.
+ */
+static double psi_memory_some(void)
+{
+	FILE *f = fopen("/proc/pressure/memory", "r");
+	double avg10 = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "some avg10=%lf", &avg10) != 1)
+		avg10 = -1;
+	fclose(f);
+	return avg10;
+}
+
+/*
+ * Under memory pressure the tier shrinks toward the disk before the kernel
+ * starts evicting the working set of the programs (the zswap lesson): when
+ * tasks stall on memory more than ZR_PSI_HIGH percent of the time, give back
+ * a quarter of what the tier holds per period, down to ZR_PSI_FLOOR of the
+ * budget.
+ */
+#define ZR_PSI_HIGH 10.0
+#define ZR_PSI_FLOOR_PCT 10
+
+static void psi_shrink(struct zr_fs *fs)
+{
+	struct zr_stats s;
+	uint64_t target, floor;
+	double some = psi_memory_some();
+
+	if (some < ZR_PSI_HIGH)
+		return;
+	zr_store_get_stats(fs->store, &s);
+	floor = s.budget / 100 * ZR_PSI_FLOOR_PCT;
+	if (s.mem_used_total <= floor)
+		return;
+	target = ZR_MAX(s.mem_used_total / 4 * 3, floor);
+	zr_log(ZR_LOG_INFO, "memory pressure %.1f%%: shrinking the tier to %llu bytes",
+	       some, (unsigned long long)target);
+	(void)zr_store_reclaim(fs->store, target, UINT64_MAX);
+	zr_stat_add(&fs->psi_shrinks, 1);
+}
+
 static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
@@ -823,6 +870,7 @@ static void *wb_main(void *arg)
 		pthread_mutex_unlock(&fs->wb_lock);
 
 		(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
+		psi_shrink(fs);
 		if (zr_store_above_high(fs->store)) {
 			struct zr_stats s;
 

@@ -137,6 +137,7 @@ struct zr_fs {
 	uint64_t bytes_read_backing;
 	uint64_t bytes_written_backing;
 	uint64_t fd_opens;
+	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 
 	/* writeback thread */
 	pthread_t wb_thread;
