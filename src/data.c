@@ -177,6 +177,16 @@ void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 	pthread_mutex_unlock(&fs->attr_lock);
 }
 
+/* Whether @len bytes at @p are all zero. */
+static bool all_zero(const char *p, size_t len)
+{
+	static const char zero[16];
+
+	if (len < 16)
+		return memcmp(p, zero, len) == 0;
+	return memcmp(p, zero, 16) == 0 && memcmp(p, p + 16, len - 16) == 0;
+}
+
 /*
  * The store's writeback callback: write @nblocks blocks of file @owner from
  * @buf, clipped to the cached size, then stamp the cached mtime so that make
@@ -200,7 +210,19 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	fd = zr_fd_get(fs, ino);
 	if (fd < 0)
 		return fd;
-	rc = full_pwrite(fd, buf, len, (off_t)start);
+	{
+		struct stat st;
+
+		/* zeros at or past the backing end: extend the file (a hole)
+		 * instead of writing them */
+		if (all_zero(buf, len) && fstat(fd, &st) == 0 &&
+		    (uint64_t)st.st_size <= start) {
+			rc = ftruncate(fd, (off_t)(start + len)) < 0 ? -errno : 0;
+			len = 0;
+		} else {
+			rc = full_pwrite(fd, buf, len, (off_t)start);
+		}
+	}
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		pthread_mutex_lock(&fs->attr_lock);
@@ -256,18 +278,28 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 	return 0;
 }
 
-/* Whether an access at @off of @len continues a sequential stream longer
- * than seq_cutoff (bcache's sequential cutoff). Updates the stream. */
+/*
+ * Whether an access at @off of @len continues a sequential stream longer
+ * than seq_cutoff (bcache's sequential cutoff). Requests of one stream
+ * reach us out of order from several kernel and daemon threads, so an
+ * access within ZR_SEQ_WINDOW of the stream's front continues it.
+ * Updates the stream; racy by design (a hint, not a promise).
+ */
+#define ZR_SEQ_WINDOW (16ull << 20)
+
 static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
 {
 	uint64_t next = __atomic_load_n(&ino->seq_next, __ATOMIC_RELAXED);
 	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
+	bool cont = off + ZR_SEQ_WINDOW >= next && off <= next + ZR_SEQ_WINDOW &&
+		    (next != 0 || off == 0);
 
 	if (fs->opt->seq_cutoff == 0)
 		return false;
-	run = off == next ? run + len : len;
+	run = cont ? run + len : len;
 	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
-	__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
+	if (!cont || off + len > next)
+		__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
 	return run > fs->opt->seq_cutoff;
 }
 
@@ -380,6 +412,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		uint64_t idx = pos / bs, boff = pos % bs;
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		const char *src = data + (pos - off);
+		bool bypass_this;
 
 		if (boff != 0 || n != bs) {
 			/* partial block: read-modify-write; nothing past the
@@ -397,7 +430,11 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			memcpy(blk + boff, src, n);
 			src = blk;
 		}
-		if (bypass || wt) {
+		if (bypass && all_zero(src, bs))
+			bypass_this = false;	/* zeros cost nothing in RAM */
+		else
+			bypass_this = bypass;
+		if (bypass_this || wt) {
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
@@ -405,7 +442,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			if (rc)
 				break;
 			zr_stat_add(&fs->bytes_written_backing, wlen);
-			if (bypass) {
+			if (bypass_this) {
 				zr_file_io_lock(ino->blocks);
 				zr_file_drop(ino->blocks, idx, 1);
 				zr_file_io_unlock(ino->blocks);
