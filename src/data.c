@@ -282,16 +282,18 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
  * Whether an access at @off of @len continues a sequential stream longer
  * than seq_cutoff (bcache's sequential cutoff). Requests of one stream
  * reach us out of order from several kernel and daemon threads, so an
- * access within ZR_SEQ_WINDOW of the stream's front continues it.
+ * access a little ahead of the stream's front, or not far behind it,
+ * continues it.
  * Updates the stream; racy by design (a hint, not a promise).
  */
-#define ZR_SEQ_WINDOW (16ull << 20)
+#define ZR_SEQ_WINDOW (16ull << 20)	/* ahead of the front */
+#define ZR_SEQ_BEHIND (256ull << 20)	/* behind it: kernel writeback reorders */
 
 static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
 {
 	uint64_t next = __atomic_load_n(&ino->seq_next, __ATOMIC_RELAXED);
 	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
-	bool cont = off + ZR_SEQ_WINDOW >= next && off <= next + ZR_SEQ_WINDOW &&
+	bool cont = off + ZR_SEQ_BEHIND >= next && off <= next + ZR_SEQ_WINDOW &&
 		    (next != 0 || off == 0);
 
 	if (fs->opt->seq_cutoff == 0)
