@@ -67,19 +67,23 @@ bw1=$(zr_stat bytes_written_backing)
 [ $((bw1 - bw0)) -ge "$TEXT" ] || fail "bytes_written_backing grew by $((bw1 - bw0)), the text is $TEXT"
 cmp "$ZR_TMP/text" "$B/text" || fail "backing text differs after 'writeback all'"
 
-say "misses after drop_clean, then hits"
-zr_ctl drop_clean
-m0=$(zr_stat misses) br0=$(zr_stat bytes_read_backing)
-zr_drop_kcache
-cmp "$ZR_TMP/text" "$M/text" || fail "text differs after drop_clean"
-m1=$(zr_stat misses) h1=$(zr_stat hits)
-[ "$m1" -gt "$m0" ] || fail "misses did not grow reading after drop_clean"
-[ "$(zr_stat bytes_read_backing)" -gt "$br0" ] || fail "bytes_read_backing did not grow on misses"
-zr_drop_kcache
-cmp "$ZR_TMP/text" "$M/text" || fail "text differs on the second read"
-h2=$(zr_stat hits)
-say "misses $m0 -> $m1, hits $h1 -> $h2"
-[ "$h2" -gt "$h1" ] || fail "hits did not grow re-reading cached blocks"
+if zr_can_drop_kcache; then
+	say "misses after drop_clean, then hits"
+	zr_ctl drop_clean
+	m0=$(zr_stat misses) br0=$(zr_stat bytes_read_backing)
+	zr_drop_kcache
+	cmp "$ZR_TMP/text" "$M/text" || fail "text differs after drop_clean"
+	m1=$(zr_stat misses) h1=$(zr_stat hits)
+	[ "$m1" -gt "$m0" ] || fail "misses did not grow reading after drop_clean"
+	[ "$(zr_stat bytes_read_backing)" -gt "$br0" ] || fail "bytes_read_backing did not grow on misses"
+	zr_drop_kcache
+	cmp "$ZR_TMP/text" "$M/text" || fail "text differs on the second read"
+	h2=$(zr_stat hits)
+	say "misses $m0 -> $m1, hits $h1 -> $h2"
+	[ "$h2" -gt "$h1" ] || fail "hits did not grow re-reading cached blocks"
+else
+	say "cannot drop the kernel page cache (not root): hits/misses not checked"
+fi
 
 say "other commands"
 for c in "writeback idle" "writeback raw" compact drop_clean; do zr_ctl "$c"; done

@@ -29,11 +29,13 @@ echo "$out" | grep -qx "written $((40 << 20))" ||
 echo "$out" | grep -Eq "^(fsync|close) error: No space left on device" ||
 	fail "fsync/close must report ENOSPC when writeback fails, got: $out"
 errs=$(zr_stat writeback_errors)
-say "writeback_errors $errs, blocks_dirty $(zr_stat blocks_dirty)"
-[ "$errs" -gt 0 ] || fail "writeback_errors is $errs after a failed writeback"
+say "writeback_errors $errs, blocks_dirty $(zr_stat blocks_dirty), orig_data_size $(zr_stat orig_data_size), bytes_written_backing $(zr_stat bytes_written_backing)"
 mountpoint -q "$M" || fail "the mount died"
 zr_drop_kcache
+[ "$(stat -c %s "$M/big")" = $((40 << 20)) ] ||
+	fail "big is $(stat -c %s "$M/big") bytes after every write of $((40 << 20)) succeeded"
 cmp "$ZR_TMP/src40" "$M/big" || fail "data lost while the backing directory is full"
+[ "$errs" -gt 0 ] || fail "writeback_errors is $errs after a failed writeback"
 
 say "enlarging the tmpfs to 64 MiB"
 mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"

@@ -133,6 +133,9 @@ zr_start_watchdog() {
 		p=$(cat "$pidfile" 2>/dev/null)
 		[ -n "$p" ] && kill -9 "$p" 2>/dev/null
 		kill -TERM "$main" 2>/dev/null
+		# The test's shell runs its trap only once its foreground
+		# command ends: end that command too (children of the test).
+		pkill -TERM -P "$main" 2>/dev/null
 	) </dev/null &
 	ZR_WATCHDOG=$!
 }
@@ -149,6 +152,8 @@ zr_is_mounted() {
 zr_cleanup() {
 	local rc=$? m
 	trap - EXIT INT HUP TERM
+	# Finish cleaning up even if whoever reads our output has gone.
+	trap '' PIPE
 	set +e
 	if [ -n "$ZR_WATCHDOG" ]; then
 		kill "$ZR_WATCHDOG" 2>/dev/null
@@ -324,10 +329,11 @@ zr_ctl() {
 }
 
 # zr_drop_kcache: drops the kernel's clean page cache so that the next read
-# goes to the daemon (best effort: needs root).
+# goes to the daemon (best effort: needs root; see zr_can_drop_kcache).
 zr_drop_kcache() {
-	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+	{ echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null || true
 }
+zr_can_drop_kcache() { [ -w /proc/sys/vm/drop_caches ]; }
 
 # zr_sums DIR: sha256 of every regular file under DIR, sorted by name,
 # without the control directory.
