@@ -436,22 +436,24 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			bypass_this = false;	/* zeros cost nothing in RAM */
 		else
 			bypass_this = bypass;
+		rc = -EAGAIN;
 		if (bypass_this || wt) {
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
 			rc = full_pwrite(fd, src, wlen, (off_t)(idx * bs));
-			if (rc)
-				break;
-			zr_stat_add(&fs->bytes_written_backing, wlen);
-			if (bypass_this) {
+			if (rc == 0) {
+				zr_stat_add(&fs->bytes_written_backing, wlen);
 				zr_file_io_lock(ino->blocks);
 				zr_file_drop(ino->blocks, idx, 1);
 				zr_file_io_unlock(ino->blocks);
-			} else {
-				(void)zr_file_write(ino->blocks, idx, src, ZR_WRITE_CLEAN);
+				if (wt)
+					(void)zr_file_write(ino->blocks, idx, src, ZR_WRITE_CLEAN);
 			}
-		} else {
+			/* else the backing refused (full, EIO): keep the
+			 * block in RAM as dirty rather than lose it */
+		}
+		if (rc) {
 			rc = zr_store_make_room(fs->store, bs);
 			if (rc == 0)
 				rc = zr_file_write(ino->blocks, idx, src, ZR_WRITE_DIRTY);

@@ -91,6 +91,8 @@ struct zr_inode {
 	mode_t type;			/* S_IFMT bits; immutable */
 	uint64_t refs;			/* itable_lock: nlookup + internal references */
 	uint64_t nlookup;		/* itable_lock: kernel lookup count */
+	bool unhashed;			/* itable_lock: gone from the backing tree,
+					 * moved to zr_fs.dead (its st_ino may be reused) */
 
 	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
 	bool unlinked;			/* ns_lock: no name left */
@@ -125,6 +127,7 @@ struct zr_fs {
 
 	pthread_mutex_t itable_lock;
 	struct zr_inode *inodes;	/* itable_lock: hash by key */
+	struct zr_inode *dead;		/* itable_lock: unhashed inodes still referenced */
 
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
@@ -176,6 +179,7 @@ void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
 		  char name[NAME_MAX + 1]);
 void zr_fs_sweep(struct zr_fs *fs);
+void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

@@ -78,8 +78,21 @@ void zr_fs_destroy(struct zr_fs *fs)
 		}
 		ino->aliases = NULL;
 	}
+	HASH_ITER(hh, fs->dead, ino, tmp) {
+		struct zr_alias *a, *next;
+
+		for (a = ino->aliases; a; a = next) {
+			next = a->next;
+			free(a);
+		}
+		ino->aliases = NULL;
+	}
 	HASH_ITER(hh, fs->inodes, ino, tmp) {
 		HASH_DEL(fs->inodes, ino);
+		inode_free(fs, ino);
+	}
+	HASH_ITER(hh, fs->dead, ino, tmp) {
+		HASH_DEL(fs->dead, ino);
 		inode_free(fs, ino);
 	}
 }
@@ -142,7 +155,25 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
  */
 static bool inode_keep(struct zr_inode *ino)
 {
-	return ino->blocks && zr_file_nblocks(ino->blocks) > 0;
+	return !ino->unhashed && ino->blocks && zr_file_nblocks(ino->blocks) > 0;
+}
+
+/**
+ * zr_inode_unhash() - @ino left the backing tree (its last link went): take
+ * it out of the table so that a new file that reuses its st_ino gets a
+ * fresh inode; it lives on, unhashed, while referenced.
+ */
+void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (ino == &fs->root)
+		return;
+	pthread_mutex_lock(&fs->itable_lock);
+	if (!ino->unhashed) {
+		HASH_DEL(fs->inodes, ino);
+		HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
+		ino->unhashed = true;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
 }
 
 void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
@@ -154,7 +185,10 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_lock(&fs->itable_lock);
 	assert(ino->refs > 0);
 	if (--ino->refs == 0 && !inode_keep(ino)) {
-		HASH_DEL(fs->inodes, ino);
+		if (ino->unhashed)
+			HASH_DEL(fs->dead, ino);
+		else
+			HASH_DEL(fs->inodes, ino);
 		do_free = true;
 	}
 	pthread_mutex_unlock(&fs->itable_lock);

@@ -501,8 +501,11 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 			  struct zr_inode *p, const char *name, nlink_t nlink)
 {
 	bool none = zr_alias_remove(fs, victim, p, name);
+	bool last = none && (nlink <= 1 || S_ISDIR(victim->type));
 
-	if (none && nlink <= 1 && S_ISREG(victim->type)) {
+	if (last)
+		zr_inode_unhash(fs, victim);
+	if (last && S_ISREG(victim->type)) {
 		pthread_mutex_lock(&victim->lock);
 		if (victim->open_count == 0)
 			zr_data_drop_inode(fs, victim);
@@ -558,8 +561,10 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	victim = find_child(fs, pfd, name, &st);
 	rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 	if (victim) {
-		if (rc == 0)
+		if (rc == 0) {
 			zr_alias_remove(fs, victim, p, name);
+			zr_inode_unhash(fs, victim);
+		}
 		zr_inode_unref(fs, victim);
 	}
 	zr_fd_put(fs, p);
