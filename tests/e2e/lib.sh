@@ -91,7 +91,7 @@ zr_need_root() {
 # zr_helper NAME: path of a helper program built by `make check`.
 zr_helper() {
 	local p="$ZR_HELPERS/$1"
-	[ -x "$p" ] || fail "helper $p not built (run 'make check' or 'make $1')"
+	[ -x "$p" ] || fail "helper $p not built (run 'make check' or 'make tests/e2e/$1')"
 	echo "$p"
 }
 
