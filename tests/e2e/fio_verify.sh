@@ -17,14 +17,15 @@ zr_mount "size=16M,block_size=32k" "$B" "$M"
 job() {
 	local d=$1
 	shift
-	fio --output-format=terse --terse-version=3 --minimal \
+	# fio saves verify state files in its working directory: use ours
+	( cd "$ZR_TMP" && fio --output-format=terse --terse-version=3 --minimal \
 		--name=randw --directory="$d" --filename=rand.dat --size=64m \
 		--rw=randwrite --bs=4k --ioengine=psync --verify=crc32c \
 		--verify_fatal=1 --do_verify=1 --randrepeat=1 --randseed=1234 "$@" \
 		--name=mmapw --directory="$d" --filename=mmap.dat --size=16m \
 		--rw=randwrite --bs=16k --ioengine=mmap --verify=crc32c \
 		--verify_fatal=1 --do_verify=1 --randrepeat=1 --randseed=99 "$@" \
-		>"$ZR_TMP/fio.out" 2>&1
+		>"$ZR_TMP/fio.out" 2>&1 )
 }
 say "fio randwrite 64 MiB + mmap 16 MiB, then verify"
 job "$ZR_MNT" || { cat "$ZR_TMP/fio.out"; fail "fio write+verify failed"; }
