@@ -19,7 +19,21 @@ CHECKS=${TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/posix_check
 
 # Checks that fail on zramfs today (daemon bugs, reported to the lead).
 # They are still counted: the test fails until the daemon is fixed.
-KNOWN=()
+# chown(-1, -1) of a set-id file: the kernel sends a ctime-only SETATTR.
+KNOWN=(chown.user_minus1_setid.mode chown.root_minus1_setid.mode)
+# OPEN with O_TRUNC (atomic_o_trunc) does not truncate: old data comes back.
+KNOWN+=(open.trunc.durable open.creat_trunc.durable open.rdwr_trunc.durable
+	open.follows_symlink cache.coherent.count cache.coherent.first)
+# S_ISGID without group-exec, kill requested by the kernel (caller not in
+# the file's group): the daemon keeps it.
+for k in truncate ftruncate open.trunc; do
+	KNOWN+=("$k.other_setid.2766.mode" "$k.other_setid.6766.mode")
+done
+KNOWN+=(write.sgid_no_group_exec write.sgid_no_group_exec.stat)
+# ctime: the kernel (writeback_cache) stamps its own ctime on setattr, the
+# backing file gets a later one; when the kernel forgets the inode, ctime
+# moves.
+KNOWN+=(cache.coherent_ctime.count cache.coherent_ctime.first)
 
 chmod 0755 "$ZR_TMP"
 B=$ZR_TMP/backing M=$ZR_TMP/mnt R=$ZR_TMP/ref

@@ -99,6 +99,12 @@ def same(name, got):
     _record(name, "same", True, got, "-")
 
 
+def info(name, got):
+    """Like same(), but a difference is printed and not counted: for what
+    FUSE itself decides and a daemon cannot change (say why where used)."""
+    _record(name, "info", True, got, "-")
+
+
 def ename(e):
     return errno.errorcode.get(e, str(e))
 
@@ -229,7 +235,9 @@ def times_after(name, paths, fn, fields=("mtime", "ctime"), want="newer"):
         after = os.lstat(p)
         for f in fields:
             nm = "%s.%s.%s" % (name, lab, f) if lab else "%s.%s" % (name, f)
-            if want is None:
+            if want == "info":
+                info(nm, newer(before[lab], after, f))
+            elif want is None:
                 same(nm, newer(before[lab], after, f))
             else:
                 expect(nm, newer(before[lab], after, f), want)
@@ -238,6 +246,21 @@ def times_after(name, paths, fn, fields=("mtime", "ctime"), want="newer"):
 
 def open_close(p, flags, mode=0o644):
     os.close(os.open(p, flags, mode))
+
+
+def drop_caches(path):
+    """Makes the kernel forget unused dentries and inodes (root only), so
+    that what it shows next comes from the filesystem, not from its cache.
+    The filesystem of @path is synced first (dirty inodes stay cached)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        libc.syncfs(fd)
+        os.close(fd)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2\n")
+        return True
+    except OSError:
+        return False
 
 
 def read_all(p):
@@ -263,6 +286,8 @@ def chmod(d):
                     lambda: expect("chmod.root.%s" % kind, outcome(os.chmod, p, 0o751), "ok"),
                     fields=("ctime",))
         expect("chmod.root.%s.mode" % kind, mode_of(p), "0751")
+        times_after("chmod.samemode.%s.time" % kind, [("", p)],
+                    lambda: os.chmod(p, 0o751), fields=("ctime",), want=None)
     w = mkdir(d + "/w", 0o777)
     f = mkfile(w + "/f", 0o644, U1)
     times_after("chmod.owner.time", [("", f)],
@@ -337,6 +362,12 @@ def chown(d):
     c = mkfile(w + "/suid_c", 0o6555, U1)
     expect("chown.user_minus1_setid", uo(U1, os.chown, c, -1, -1), "ok")
     same("chown.user_minus1_setid.mode", mode_of(c))
+    c2 = mkfile(w + "/suid_c2", 0o6555, U1)
+    expect("chown.root_minus1_setid", outcome(os.chown, c2, -1, -1), "ok")
+    same("chown.root_minus1_setid.mode", mode_of(c2))
+    c3 = mkfile(w + "/suid_c3", 0o2545, U1)
+    expect("chown.user_minus1_sgid_nogx", uo(U1, os.chown, c3, -1, -1), "ok")
+    same("chown.user_minus1_sgid_nogx.mode", mode_of(c3))
     e = mkfile(w + "/suid_e", 0o6555)
     expect("chown.root_setid", outcome(os.chown, e, *U1), "ok")
     same("chown.root_setid.mode", mode_of(e))
@@ -369,9 +400,9 @@ def link(d):
     st1, st2 = os.lstat(f), os.lstat(w2 + "/l1")
     expect("link.same_inode", st1.st_ino == st2.st_ino, True)
     expect("link.nlink2", (st1.st_nlink, st2.st_nlink), (2, 2))
-    expect("link.parent_mtime_later", os.lstat(w2).st_mtime_ns >= st1.st_ctime_ns, True)
     expect("link.keeps_owner_mode", (own_of(w2 + "/l1"), mode_of(w2 + "/l1")), (ids(U1), "0640"))
-    os.link(f, w + "/l2")
+    times_after("link.parent_mtime", [("", w)], lambda: os.link(f, w + "/l2"),
+                fields=("mtime",))
     expect("link.nlink3", os.lstat(w + "/l2").st_nlink, 3)
     expect("link.content", read_all(w + "/l2"), b"data")
     os.mkdir(w + "/dir")
@@ -526,6 +557,18 @@ def open_(d):
     expect("open.trunc.size", os.lstat(ex).st_size, 0)
     times_after("open.trunc_empty.time", [("", ex)],
                 lambda: outcome(open_close, ex, os.O_WRONLY | os.O_TRUNC), want=None)
+    # O_TRUNC must reach the filesystem: data that reached it before the
+    # truncating open must not come back once the kernel forgot the inode
+    for lab, fl in (("trunc", os.O_WRONLY | os.O_TRUNC),
+                    ("creat_trunc", os.O_CREAT | os.O_WRONLY | os.O_TRUNC),
+                    ("rdwr_trunc", os.O_RDWR | os.O_TRUNC)):
+        tp = mkfile("%s/durable_%s" % (w, lab), 0o644, data=b"stale data")
+        fd = os.open(tp, os.O_RDWR)
+        os.fsync(fd)
+        os.close(fd)
+        open_close(tp, fl)
+        same("open.%s.durable.dropped" % lab, drop_caches(w))
+        expect("open.%s.durable" % lab, (os.lstat(tp).st_size, read_all(tp)), (0, b""))
     tf = mkfile(w + "/tf", 0o644, data=b"12345")
     expect("open.trunc.eacces", uo(U1, open_close, tf, os.O_WRONLY | os.O_TRUNC), "EACCES")
     expect("open.trunc.eacces.size", os.lstat(tf).st_size, 5)
@@ -753,7 +796,10 @@ def truncate(d):
     times_after("truncate.shrink.time", [("", f)],
                 lambda: expect("truncate.shrink", outcome(os.truncate, f, 5), "ok"))
     expect("truncate.shrink.content", read_all(f), b"hello")
-    times_after("truncate.samesize.time", [("", f)], lambda: os.truncate(f, 5), want=None)
+    # truncate(2) to the same size: ext4 and tmpfs update mtime/ctime, POSIX
+    # does not ask for it, and the FUSE kernel module with writeback_cache
+    # keeps its own times unless the size changes (fuse_do_setattr).
+    times_after("truncate.samesize.time", [("", f)], lambda: os.truncate(f, 5), want="info")
     times_after("ftruncate.time", [("", f)],
                 lambda: expect("ftruncate", outcome(_ftruncate_open, f, os.O_RDWR, 3), "ok"))
     expect("ftruncate.content", read_all(f), b"hel")
@@ -777,6 +823,18 @@ def truncate(d):
     s = mkfile(w + "/suid", 0o4755, U1, b"abc")
     expect("truncate.user_setid", uo(U1, os.truncate, s, 1), "ok")
     same("truncate.user_setid.mode", mode_of(s))
+    # set-id bits of a file another user truncates (path, fd, O_TRUNC)
+    for lab, m in (("4777", 0o4777), ("2777", 0o2777), ("2766", 0o2766), ("6766", 0o6766)):
+        p = mkfile("%s/tr_%s" % (w, lab), m, data=b"abc")
+        expect("truncate.other_setid.%s" % lab, uo(U1, os.truncate, p, 1), "ok")
+        same("truncate.other_setid.%s.mode" % lab, mode_of(p))
+        p = mkfile("%s/ftr_%s" % (w, lab), m, data=b"abc")
+        expect("ftruncate.other_setid.%s" % lab, uo(U1, _ftruncate_open, p, os.O_WRONLY, 1), "ok")
+        same("ftruncate.other_setid.%s.mode" % lab, mode_of(p))
+        p = mkfile("%s/otr_%s" % (w, lab), m, data=b"abc")
+        expect("open.trunc.other_setid.%s" % lab,
+               uo(U1, open_close, p, os.O_WRONLY | os.O_TRUNC), "ok")
+        same("open.trunc.other_setid.%s.mode" % lab, mode_of(p))
 
 
 @check
@@ -906,6 +964,11 @@ def write_setid(d):
     p = mkfile(w + "/sgid_nogx", 0o2766, (0, 0))
     same("write.sgid_no_group_exec", uv(U1, _write_fstat, p, b"x"))
     same("write.sgid_no_group_exec.stat", mode_of(p))
+    p = mkfile(w + "/sgid_nogx_member", 0o6766, (0, G_EXTRA))
+    same("write.sgid_no_group_exec_member", uv(U1, _write_fstat, p, b"x", groups=[G_EXTRA]))
+    same("write.sgid_no_group_exec_member.stat", mode_of(p))
+    p = mkfile(w + "/sgid_gx_member", 0o2777, (0, G_EXTRA))
+    same("write.sgid_group_exec_member", uv(U1, _write_fstat, p, b"x", groups=[G_EXTRA]))
     p = mkfile(w + "/root_writes", 0o6777, U1)
     same("write.by_root", _write_fstat(p, b"x"))
     same("write.by_root.stat", mode_of(p))
@@ -995,11 +1058,48 @@ def names(d):
            [True, 2, (ids(U2), "0600", (5, 7)), ["fifo", "linked", "renamed", "sym"], []])
 
 
+def snapshot(top):
+    """(path, type and mode, owner, size, nlink, mtime) of everything under
+    @top, walked with directory fds (paths are longer than PATH_MAX)."""
+    out = {}
+    for root, dirs, files, rootfd in os.fwalk(top):
+        for n in dirs + files:
+            try:
+                st = os.stat(n, dir_fd=rootfd, follow_symlinks=False)
+            except OSError as e:
+                out[(root, n)] = ename(e.errno)
+                continue
+            out[(root[len(top):], n)] = ((st.st_mode, st.st_uid, st.st_gid, st.st_size,
+                                          st.st_nlink, st.st_mtime_ns), st.st_ctime_ns)
+    return out
+
+
+def cache_coherence(top):
+    """What the kernel showed from its caches is what the filesystem has."""
+    before = snapshot(top)
+    same("cache.dropped", drop_caches(top))
+    after = snapshot(top)
+    for i, what in ((0, "mode owner size nlink mtime"), (1, "ctime")):
+        diffs = []
+        for k in sorted(set(before) | set(after)):
+            b, a = before.get(k), after.get(k)
+            b = b[i] if isinstance(b, tuple) else b
+            a = a[i] if isinstance(a, tuple) else a
+            if b != a:
+                diffs.append("%s/%s: %s -> %s" % (k[0][-40:], k[1][:40], b, a))
+        nm = "cache.coherent" if i == 0 else "cache.coherent_ctime"
+        expect(nm + ".count", len(diffs), 0)
+        expect(nm + ".first", diffs[:3], [])
+
+
 def run(top):
     os.umask(0o022)
     os.chmod(top, 0o755)
+    only = os.environ.get("POSIX_ONLY", "").split()
     for fn in CHECKS:
         name = fn.__name__.rstrip("_")
+        if only and name not in only:
+            continue
         d = os.path.join(top, name)
         os.mkdir(d, 0o755)
         try:
@@ -1007,6 +1107,11 @@ def run(top):
         except Exception:
             tb = traceback.format_exc().strip().splitlines()
             _record("%s.exception" % name, "expect", False, " | ".join(tb[-3:]), "no exception")
+    try:
+        cache_coherence(top)
+    except Exception:
+        tb = traceback.format_exc().strip().splitlines()
+        _record("cache.exception", "expect", False, " | ".join(tb[-3:]), "no exception")
     for r in RESULTS:
         print("\t".join(r))
 
@@ -1023,7 +1128,7 @@ def load(path):
 
 def compare(ref_path, got_path, known=()):
     ref, got = load(ref_path), load(got_path)
-    bad = uncounted = passed = 0
+    bad = uncounted = passed = infos = 0
     for name in list(ref) + [n for n in got if n not in ref]:
         r, g = ref.get(name), got.get(name)
         if r is None:
@@ -1045,12 +1150,17 @@ def compare(ref_path, got_path, known=()):
         if ok:
             passed += 1
             continue
+        if kind == "info":
+            infos += 1
+            print("info  %s: reference got %s, zramfs got %s (not counted: see the check)"
+                  % (name, r[2], g[2]))
+            continue
         bad += 1
         tag = "KNOWN" if name in known else "BUG  "
         print("%s %s: want %s (reference got %s), zramfs got %s"
               % (tag, name, r[3] if kind == "expect" else r[2], r[2], g[2]))
-    print("posix checks: %d pass, %d fail, %d not counted (reference fails them)"
-          % (passed, bad, uncounted))
+    print("posix checks: %d pass, %d fail, %d not counted (reference fails them), "
+          "%d known FUSE differences" % (passed, bad, uncounted, infos))
     return 1 if bad else 0
 
 
