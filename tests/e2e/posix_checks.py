@@ -540,6 +540,21 @@ def open_(d):
            "ok")
     expect("open.creat.sgid_parent.owner", own_of(sg + "/f"), "%d:%d" % (U1[0], G_EXTRA))
     expect("open.creat.sgid_parent.mode", mode_of(sg + "/f"), "0644")
+    # set-id bits asked for at creation in a setgid directory of a group
+    # the caller is not in (inode_init_owner drops S_ISGID), or is in
+    for lab, grp in (("nonmember", ()), ("member", (G_EXTRA,))):
+        for kind in ("creat", "mknod", "mkdir"):
+            p = "%s/sid_%s_%s" % (sg, kind, lab)
+            if kind == "creat":
+                fn, a = open_close, (p, os.O_CREAT | os.O_WRONLY, 0o6775)
+            elif kind == "mknod":
+                fn, a = os.mknod, (p, stat.S_IFREG | 0o6775)
+            else:
+                fn, a = os.mkdir, (p, 0o7775)
+            st, v = as_user(U1, fn, *a, groups=grp, umask=0)
+            expect("open.setid_in_sgid_dir.%s.%s" % (kind, lab), st, "ok")
+            same("open.setid_in_sgid_dir.%s.%s.mode" % (kind, lab), mode_of(p))
+            same("open.setid_in_sgid_dir.%s.%s.owner" % (kind, lab), own_of(p))
     ex = mkfile(w + "/ex", 0o640, U2, b"old")
     expect("open.creat_existing", uo(U1, open_close, w + "/root", os.O_CREAT | os.O_RDONLY, 0o600),
            "ok")
