@@ -32,6 +32,7 @@
 #include "zr_util.h"
 
 static void inode_free(struct zr_fs *fs, struct zr_inode *ino);
+static void lru_unlink(struct zr_fs *fs, struct zr_inode *ino);
 
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
@@ -125,16 +126,8 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 	ino->aliases = NULL;
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd >= 0) {
-		if (ino->lru_prev || fs->lru_head == ino) {
-			if (ino->lru_prev)
-				ino->lru_prev->lru_next = ino->lru_next;
-			else
-				fs->lru_head = ino->lru_next;
-			if (ino->lru_next)
-				ino->lru_next->lru_prev = ino->lru_prev;
-			else
-				fs->lru_tail = ino->lru_prev;
-		}
+		assert(ino->fd_users == 0);
+		lru_unlink(fs, ino);
 		close(ino->fd);
 		ino->fd = -1;
 		fs->nfds--;
@@ -365,8 +358,7 @@ void zr_fs_sweep(struct zr_fs *fs)
 	HASH_ITER(hh, fs->inodes, ino, tmp) {
 		if (ino->refs == 0 && !inode_keep(ino)) {
 			HASH_DEL(fs->inodes, ino);
-			ino->lru_prev = NULL;
-			ino->hh.next = freelist;
+			ino->hh.next = freelist;	/* hh is free after HASH_DEL */
 			freelist = ino;
 		}
 	}
