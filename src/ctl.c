@@ -213,7 +213,20 @@ void zr_ctl_read(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, size_t size,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	fuse_reply_buf(req, content + off, ZR_MIN(size, len - (size_t)off));
+	/* reply from a copy: release may free the snapshot as soon as the
+	 * reader has its bytes, while our writev has not yet returned */
+	{
+		size_t n = ZR_MIN(size, len - (size_t)off);
+		char *copy = malloc(n);
+
+		if (!copy) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		memcpy(copy, content + off, n);
+		fuse_reply_buf(req, copy, n);
+		free(copy);
+	}
 }
 
 void zr_ctl_release(struct zr_fs *fs, struct fuse_file_info *fi)

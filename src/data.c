@@ -381,12 +381,33 @@ void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
-/* Note a change of the data at the current time. Caller holds ino->lock. */
-static void touch_data(struct zr_fs *fs, struct zr_inode *ino)
+/*
+ * Note a change of the data. Caller holds ino->lock; @fd is the file's fd.
+ * @now: stamp mtime with the current time. Writes that the kernel flushes
+ * from its writeback cache pass false: the kernel owns mtime then and sends
+ * it in a SETATTR of its own; we only remember the time the file showed, so
+ * that the writeback (whose pwrite moves the backing mtime) puts it back.
+ */
+static void touch_data(struct zr_fs *fs, struct zr_inode *ino, int fd, bool now)
 {
+	struct stat st;
+	bool have = false;
+
 	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_RELEASE);
+	if (!now) {
+		pthread_mutex_lock(&fs->attr_lock);
+		have = ino->times_dirty;
+		pthread_mutex_unlock(&fs->attr_lock);
+		if (have)
+			return;
+		if (fd < 0 || fstat(fd, &st) < 0)
+			now = true;
+	}
 	pthread_mutex_lock(&fs->attr_lock);
-	clock_gettime(CLOCK_REALTIME, &ino->mtime);
+	if (now)
+		clock_gettime(CLOCK_REALTIME, &ino->mtime);
+	else if (!ino->times_dirty)
+		ino->mtime = st.st_mtim;
 	ino->times_dirty = true;
 	pthread_mutex_unlock(&fs->attr_lock);
 }
@@ -396,7 +417,8 @@ static void touch_data(struct zr_fs *fs, struct zr_inode *ino)
  * @return bytes written (short only when an error stopped it) or -errno.
  */
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
-				 const char *data, size_t len, uint64_t off)
+				 const char *data, size_t len, uint64_t off,
+				 bool writepage)
 {
 	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
 	bool bypass, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
@@ -470,14 +492,14 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		}
 	}
 	if (pos > off)
-		touch_data(fs, ino);
+		touch_data(fs, ino, fd, !writepage);
 	if (rc && pos == off)
 		return rc;
 	return (ssize_t)(pos - off);
 }
 
 static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *data,
-			  size_t len, uint64_t off)
+			  size_t len, uint64_t off, bool writepage)
 {
 	ssize_t n;
 	int fd, rc;
@@ -501,7 +523,7 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *da
 		return (ssize_t)len;
 	}
 	pthread_mutex_lock(&ino->lock);
-	n = data_write_locked(fs, ino, fd, data, len, off);
+	n = data_write_locked(fs, ino, fd, data, len, off, writepage);
 	pthread_mutex_unlock(&ino->lock);
 	zr_fd_put(fs, ino);
 	return n;
@@ -551,7 +573,8 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		len = (size_t)n;
 		data = copy;
 	}
-	n = data_write(fs, zr_inode_from_ino(fs, ino), data, len, (uint64_t)off);
+	n = data_write(fs, zr_inode_from_ino(fs, ino), data, len, (uint64_t)off,
+		       fi && fi->writepage);
 	free(copy);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -599,7 +622,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		store_size(ino, size);
-		touch_data(fs, ino);
+		touch_data(fs, ino, fd, true);
 	}
 	pthread_mutex_unlock(&ino->lock);
 	if (own)
@@ -752,7 +775,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
 		if (rc == 0)
-			touch_data(fs, in);
+			touch_data(fs, in, fd, true);
 	} else {
 		/* reserve the space on the backing filesystem; the size grows
 		 * unless KEEP_SIZE (the backing file never outgrows it) */
@@ -830,7 +853,7 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		n = data_read(fs, src, buf, want, (uint64_t)off_in + done);
 		if (n <= 0)
 			break;
-		n = data_write(fs, dst, buf, (size_t)n, (uint64_t)off_out + done);
+		n = data_write(fs, dst, buf, (size_t)n, (uint64_t)off_out + done, false);
 		if (n <= 0)
 			break;
 		done += (size_t)n;

@@ -201,6 +201,8 @@ int main(int argc, char *argv[])
 		fuse_opt_add_arg(&args, "-osubtype=zramfs");
 	}
 
+	/* the kernel applies the caller's umask to every mode it sends us */
+	umask(0);
 	rc = zr_fs_init(&the_fs, &opt, root_fd);
 	if (rc) {
 		fprintf(stderr, "zramfs: %s\n", strerror(-rc));

@@ -298,6 +298,16 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_at;
 		}
 	}
+	if ((valid & FUSE_SET_ATTR_CTIME) &&
+	    !(valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		/* chown(f, -1, -1): the backing filesystem updates ctime and
+		 * clears set-id bits of an executable file, as Linux does */
+		if (fchownat(at.dirfd, at.name, (uid_t)-1, (gid_t)-1, at.at_flags) < 0) {
+			rc = -errno;
+			goto out_at;
+		}
+	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		if (!S_ISREG(in->type)) {
 			rc = S_ISDIR(in->type) ? -EISDIR : -EINVAL;
@@ -372,17 +382,34 @@ static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, buf);
 }
 
+/* Whether the caller of @req is in group @gid (primary or supplementary). */
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+	int n;
+
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	n = fuse_req_getgroups(req, (int)ZR_ARRAY_SIZE(groups), groups);
+	for (int i = 0; i < n && i < (int)ZR_ARRAY_SIZE(groups); i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 /*
  * Give a new entry @name in @pfd to the caller of @req: uid, and gid (or the
- * parent's group when the parent directory is setgid). @mode is restored
- * when it had set-id bits, which chown clears.
+ * parent's group when the parent directory is setgid). chown clears set-id
+ * bits, so the mode the backing filesystem gave (with the setgid bit a
+ * directory inherits) is put back, less a setgid bit on a file the caller
+ * could not have set (not in the file's group), as a local filesystem does.
  */
-static int give_to_caller(fuse_req_t req, int pfd, const char *name, mode_t mode,
-			  bool is_link)
+static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_link)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat pst, st;
 	gid_t gid = ctx->gid;
+	mode_t mode;
 
 	if (geteuid() != 0)
 		return 0;	/* an unprivileged daemon creates as itself */
@@ -390,11 +417,15 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, mode_t mode
 		gid = pst.st_gid;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (st.st_uid == ctx->uid && st.st_gid == gid)
+	mode = st.st_mode & 07777;
+	if (S_ISREG(st.st_mode) && (mode & S_ISGID) && ctx->uid != 0 &&
+	    !caller_in_group(req, gid))
+		mode &= ~(mode_t)S_ISGID;
+	if (st.st_uid == ctx->uid && st.st_gid == gid && mode == (st.st_mode & 07777))
 		return 0;
 	if (fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (!is_link && (mode & 07000) && fchmodat(pfd, name, mode & 07777, 0) < 0)
+	if (!is_link && (st.st_mode & 07000) && fchmodat(pfd, name, mode, 0) < 0)
 		return -errno;
 	return 0;
 }
@@ -425,7 +456,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = mknodat(pfd, name, mode, rdev);
 	rc = rc < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = give_to_caller(req, pfd, name, mode, link != NULL);
+		rc = give_to_caller(req, pfd, name, link != NULL);
 	if (rc == 0)
 		rc = do_lookup(fs, p, pfd, name, &e);
 	zr_fd_put(fs, p);
@@ -693,6 +724,9 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	rc = zr_data_attach(fs, in, fd);
+	/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
+	if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))
+		rc = zr_data_truncate(fs, in, fd, 0);
 	zr_fd_put(fs, in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -735,7 +769,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	close(fd);	/* the fd cache reopens it; creation is rare next to I/O */
-	rc = give_to_caller(req, pfd, name, mode, false);
+	rc = give_to_caller(req, pfd, name, false);
 	if (rc == 0)
 		rc = do_lookup(fs, p, pfd, name, &e);
 	zr_fd_put(fs, p);

@@ -19,6 +19,8 @@
 
 #include <errno.h>
 #include <linux/fuse.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -29,9 +31,49 @@
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
 static uint32_t init_flags_in;	/* what the kernel offered */
 
-/* Clear set-id bits of node @nodeid the way the kernel would on write. */
-static void kill_suidgid(struct zr_fs *fs, uint64_t nodeid)
+/*
+ * Whether process @pid (with primary group @pgid) is in group @gid: its
+ * supplementary groups are read from /proc, as libfuse does.
+ */
+static bool pid_in_group(uint32_t pid, uint32_t pgid, gid_t gid)
 {
+	char path[64], line[4096];
+	bool found = false;
+	FILE *f;
+
+	if (pgid == gid)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/status", pid, pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *p, *end;
+
+		if (strncmp(line, "Groups:", 7) != 0)
+			continue;
+		for (p = line + 7;; p = end) {
+			unsigned long g = strtoul(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (g == gid)
+				found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Clear set-id bits of node @nodeid the way the kernel would for a write by
+ * the caller in @in: set-user-ID always; set-group-ID when the file is
+ * group-executable, or when the caller is not in the file's group.
+ */
+static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
+{
+	uint64_t nodeid = in->nodeid;
+
 	struct zr_inode *ino;
 	struct stat st;
 	mode_t mode;
@@ -48,7 +90,8 @@ static void kill_suidgid(struct zr_fs *fs, uint64_t nodeid)
 	if (fstat(fd, &st) == 0) {
 		mode = st.st_mode & 07777;
 		mode &= ~(mode_t)S_ISUID;
-		if (mode & S_IXGRP)
+		if ((mode & S_ISGID) &&
+		    ((mode & S_IXGRP) || !pid_in_group(in->pid, in->gid, st.st_gid)))
 			mode &= ~(mode_t)S_ISGID;
 		if (mode != (st.st_mode & 07777))
 			(void)fchmod(fd, mode);
@@ -78,7 +121,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 			const struct fuse_write_in *wi = (const void *)(in + 1);
 
 			if (wi->write_flags & FUSE_WRITE_KILL_SUIDGID)
-				kill_suidgid(fs, in->nodeid);
+				kill_suidgid(fs, in);
 		}
 		break;
 	case FUSE_SETATTR:
@@ -86,7 +129,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 			const struct fuse_setattr_in *si = (const void *)(in + 1);
 
 			if ((si->valid & FATTR_KILL_SUIDGID) && !(si->valid & FATTR_MODE))
-				kill_suidgid(fs, in->nodeid);
+				kill_suidgid(fs, in);
 		}
 		break;
 	case FUSE_OPEN:
@@ -94,7 +137,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 			const struct fuse_open_in *oi = (const void *)(in + 1);
 
 			if (oi->open_flags & FUSE_OPEN_KILL_SUIDGID)
-				kill_suidgid(fs, in->nodeid);
+				kill_suidgid(fs, in);
 		}
 		break;
 	default:
