@@ -17,26 +17,12 @@ zr_need_tool python3
 CHECKS=${TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/e2e/posix_checks.py
 [ -r "$CHECKS" ] || fail "cannot read $CHECKS"
 
-# Checks that fail on zramfs today (daemon bugs, reported to the lead).
-# They are still counted: the test fails until the daemon is fixed.
-# chown(-1, -1) of a set-id file: the kernel sends a ctime-only SETATTR.
-KNOWN=(chown.user_minus1_setid.mode chown.root_minus1_setid.mode)
-# OPEN with O_TRUNC (atomic_o_trunc) does not truncate: old data comes back.
-KNOWN+=(open.trunc.durable open.creat_trunc.durable open.rdwr_trunc.durable
-	open.follows_symlink cache.coherent.count cache.coherent.first)
-# S_ISGID without group-exec, kill requested by the kernel (caller not in
-# the file's group): the daemon keeps it.
-for k in truncate ftruncate open.trunc; do
-	KNOWN+=("$k.other_setid.2766.mode" "$k.other_setid.6766.mode")
-done
-KNOWN+=(write.sgid_no_group_exec write.sgid_no_group_exec.stat)
-# mkdir with S_ISVTX in a setgid directory: the new directory loses the
-# inherited S_ISGID (give_to_caller re-applies the requested mode).
-KNOWN+=(open.setid_in_sgid_dir.mkdir.nonmember.mode open.setid_in_sgid_dir.mkdir.member.mode)
-# ctime: the kernel (writeback_cache) stamps its own ctime on setattr, the
-# backing file gets a later one; when the kernel forgets the inode, ctime
-# moves.
-KNOWN+=(cache.coherent_ctime.count cache.coherent_ctime.first)
+# Checks that fail on zramfs today (daemon bugs): listed here they are
+# still counted, so the test fails until the daemon is fixed. None now; the
+# six found by this test (O_TRUNC on open, chown(-1,-1) of set-id files,
+# S_ISGID kill for non-members, setgid inheritance with a sticky mkdir, the
+# daemon's umask, mtime after the kernel forgets an inode) are fixed.
+KNOWN=()
 
 chmod 0755 "$ZR_TMP"
 B=$ZR_TMP/backing M=$ZR_TMP/mnt R=$ZR_TMP/ref

