@@ -3,18 +3,23 @@
 /*
  * For every data kind x block size x codec, a working set of blocks is
  * stored into a fresh store (zr_file_write, ZR_WRITE_DIRTY, budget large
- * enough that nothing is ever demoted) and loaded back (zr_file_read) into
- * a buffer as large as the working set. Each cell runs three timed passes
- * (CLOCK_MONOTONIC) and reports the medians; a pass starts from a new store,
- * so store times include taking pool memory from the system, as a first
- * write of data does. The loaded bytes are compared with the originals
- * once, outside the timed loops.
+ * enough that nothing is ever demoted), stored again over itself ("rewrite":
+ * the pool already holds its pages, as in a running daemon) and loaded back
+ * (zr_file_read) into a buffer as large as the working set. Each cell runs
+ * three timed passes (CLOCK_MONOTONIC) and reports the medians; a pass
+ * starts from a new store, so the store column includes taking pool memory
+ * from the system (first-touch page faults), as a first write of data does.
+ * The loaded bytes are compared with the originals once, in the first pass,
+ * outside the timed loops. lz4hc and zstd run on a quarter / half of the
+ * working set so that the full run stays within a few minutes.
  *
  * For lz4 cells the same blocks are also compressed with LZ4_compress_fast
- * (acceleration 1, as the store's default level) and decompressed with
- * plain LZ4_decompress_safe into the same kind of buffer: the ratio of the
- * store's load speed to that figure is the store's overhead on the read
- * path. The end of the output checks the targets of the issue.
+ * (acceleration 1, the store's default level) and decompressed with plain
+ * LZ4_decompress_safe. The comparison with the store's loads runs in
+ * alternating chunks of 64 blocks (ABBA order) in every pass, so that on a
+ * shared machine both sides see the same interference; the "load/raw"
+ * column is the median over passes of raw time / store load time. The end
+ * of the output checks the targets of the issue (PASS / MISS per target).
  *
  * MB is 10^6 bytes; "us" columns are microseconds per block.
  */
