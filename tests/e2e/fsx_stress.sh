@@ -4,9 +4,9 @@
 # in all) over a 2 MiB budget, while a loop writes `drop_clean`, `compact`
 # and `writeback all` into .zramfs/control every 100 ms: reclaim,
 # compaction and writeback race with reads, read-modify-writes, truncates,
-# punches, mmap and copy_file_range.  Every read is checked against the
-# models; after an unmount the backing files and after a remount the files
-# must equal the models' final content.
+# punches, mmap, O_DIRECT writes and copy_file_range.  Every read is
+# checked against the models; after an unmount the backing files and after
+# a remount the files must equal the models' final content.
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=${ZR_TIMEOUT:-120}
 zr_init
@@ -14,14 +14,14 @@ FSX=$(zr_helper zr_fsx)
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt D=$ZR_TMP/model
 mkdir -p "$B" "$M" "$D"
-NOPS=${ZR_FSX_OPS:-12000}
+NOPS=${ZR_FSX_OPS:-30000}
 OPTS="size=2M,block_size=16k,dirty_expire=200ms"
 
 zr_mount "$OPTS" "$B" "$M"
 M=$ZR_MNT
 
 say "4 x zr_fsx -N $NOPS, control commands every 100 ms"
-FSX_ARGS=(-P 4 -N "$NOPS" -l 4m -o 64k -m -c -b 16k -S 11 -X seek)
+FSX_ARGS=(-P 4 -N "$NOPS" -l 4m -o 64k -m -c -d -b 16k -S 11 -X seek,dread)
 "$FSX" "${FSX_ARGS[@]}" -D "$D/f" "$M/f" >"$ZR_TMP/fsx.out" 2>"$ZR_TMP/fsx.err" &
 FSX_PID=$!
 

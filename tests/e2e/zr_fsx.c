@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /* zr_fsx: a file-system exerciser that checks one file against a model in memory.
  *
- * Usage: zr_fsx [-N ops] [-S seed] [-l maxlen] [-o maxop] [-b bs] [-m] [-c]
+ * Usage: zr_fsx [-N ops] [-S seed] [-l maxlen] [-o maxop] [-b bs] [-m] [-c] [-d]
  *               [-p] [-D dumpfile] [-P nproc] [-X op,...] FILE
  *
  * In the spirit of fsx: the program keeps the expected content and size of
@@ -14,7 +14,8 @@
  * read reaches the filesystem), SEEK_DATA/SEEK_HOLE consistency (every
  * non-zero byte of the model lies in a data segment), and with -m reads and
  * writes through a shared mapping (msync), with -c copy_file_range within
- * the file.  Offsets and lengths favour multiples and neighbours of the
+ * the file, with -d O_DIRECT reads and writes on a second descriptor
+ * (4 KiB aligned).  Offsets and lengths favour multiples and neighbours of the
  * block size -b (default 16384) and of 4 KiB.
  *
  * The run depends only on the seed and the options: the same command repeats
@@ -59,13 +60,13 @@
 enum fsx_op {
 	OP_READ, OP_WRITE, OP_MAPREAD, OP_MAPWRITE, OP_TRUNCATE, OP_PUNCH,
 	OP_FALLOC, OP_FALLOC_KEEP, OP_COPY, OP_FSYNC, OP_REOPEN, OP_DROPCACHE,
-	OP_SEEK, OP_NR
+	OP_SEEK, OP_DREAD, OP_DWRITE, OP_NR
 };
 
 static const char *const op_names[OP_NR] = {
 	"read", "write", "mapread", "mapwrite", "truncate", "punch",
 	"falloc", "falloc_keep", "copy_range", "fsync", "reopen", "dropcache",
-	"seek",
+	"seek", "dread", "dwrite",
 };
 
 /* relative frequency of each operation */
@@ -73,7 +74,7 @@ static const unsigned op_weight[OP_NR] = {
 	[OP_READ] = 20, [OP_WRITE] = 26, [OP_MAPREAD] = 7, [OP_MAPWRITE] = 7,
 	[OP_TRUNCATE] = 6, [OP_PUNCH] = 6, [OP_FALLOC] = 3, [OP_FALLOC_KEEP] = 3,
 	[OP_COPY] = 7, [OP_FSYNC] = 3, [OP_REOPEN] = 2, [OP_DROPCACHE] = 4,
-	[OP_SEEK] = 3,
+	[OP_SEEK] = 3, [OP_DREAD] = 5, [OP_DWRITE] = 5,
 };
 
 #define LOG_KEEP 30
@@ -94,6 +95,8 @@ struct log_ent {
 struct fsx {
 	const char *path;	/* the file under test */
 	int fd;			/* its descriptor (O_RDWR) */
+	int dfd;		/* an O_DIRECT descriptor (-d), or -1 */
+	unsigned char *dbuf;	/* page-aligned buffer of maxop bytes for it */
 	unsigned char *model;	/* expected content, maxlen bytes */
 	unsigned char *buf;	/* scratch of maxlen bytes */
 	uint64_t size;		/* expected size */
@@ -103,7 +106,7 @@ struct fsx {
 	uint64_t rng;		/* xorshift64* state */
 	unsigned long nops;	/* operations to run */
 	unsigned long n;	/* operations done */
-	bool mmap_ops, copy_ops, progress;
+	bool mmap_ops, copy_ops, dio_ops, progress;
 	bool disabled[OP_NR];	/* turned off with -X */
 	const char *prefix;	/* "" or "[proc i] " */
 	struct log_ent log[LOG_KEEP];	/* ring of the last operations */
@@ -562,6 +565,88 @@ static void do_copy(struct fsx *x)
 		die(x, "copy_file_range copied %#" PRIx64 " bytes, expected %#" PRIx64, copied, n);
 }
 
+/*
+ * O_DIRECT reads and writes (-d) go through a second descriptor and bypass
+ * the page cache: the filesystem must keep them coherent with cached I/O
+ * and mappings of the file.  Offsets and lengths are multiples of 4 KiB,
+ * which local filesystems require.
+ */
+#define DIO_ALIGN 4096
+
+static void dio_open(struct fsx *x)
+{
+	x->dfd = open(x->path, O_RDWR | O_DIRECT);
+	if (x->dfd < 0)
+		die(x, "open with O_DIRECT: %s", strerror(errno));
+}
+
+static uint64_t dio_len(struct fsx *x, uint64_t room)
+{
+	uint64_t pages = room / DIO_ALIGN, maxp = x->maxop / DIO_ALIGN;
+
+	if (maxp == 0)
+		maxp = 1;
+	if (pages > maxp)
+		pages = maxp;
+	return pages ? (1 + rnd_below(x, pages)) * DIO_ALIGN : 0;
+}
+
+static void do_dread(struct fsx *x)
+{
+	uint64_t off, len, want, done = 0;
+
+	off = rnd_below(x, x->size / DIO_ALIGN + 1) * DIO_ALIGN;
+	len = dio_len(x, x->maxlen - off);
+	log_op(x, OP_DREAD, off, len, 0, x->size, -1);
+	if (len == 0)
+		return;
+	while (done < len) {
+		ssize_t n = pread(x->dfd, x->dbuf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die(x, "O_DIRECT pread of %#" PRIx64 " at %#" PRIx64 ": %s",
+			    len - done, off + done, strerror(errno));
+		if (n == 0)
+			break;
+		done += (uint64_t)n;
+	}
+	want = off >= x->size ? 0 : off + len > x->size ? x->size - off : len;
+	if (done != want)
+		die(x, "O_DIRECT read of %#" PRIx64 " at %#" PRIx64 " returned %#" PRIx64 " bytes, expected %#" PRIx64,
+		    len, off, done, want);
+	check_bytes(x, x->dbuf, off, done, "dread");
+}
+
+static void do_dwrite(struct fsx *x)
+{
+	uint64_t before = x->size, off, len, done = 0;
+	int kind;
+
+	if (x->maxlen < DIO_ALIGN) {
+		log_op(x, OP_DWRITE, 0, 0, 0, x->size, -1);
+		return;
+	}
+	off = rnd_below(x, (x->maxlen - DIO_ALIGN) / DIO_ALIGN + 1) * DIO_ALIGN;
+	len = dio_len(x, x->maxlen - off);
+	kind = fill_data(x, x->dbuf, len, off);
+	memcpy(x->model + off, x->dbuf, len);
+	if (off + len > x->size)
+		x->size = off + len;
+	log_op(x, OP_DWRITE, off, len, 0, before, kind);
+	while (done < len) {
+		ssize_t n = pwrite(x->dfd, x->dbuf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die(x, "O_DIRECT pwrite of %#" PRIx64 " at %#" PRIx64 ": %s",
+			    len - done, off + done, n < 0 ? strerror(errno) : "wrote 0");
+		done += (uint64_t)n;
+	}
+}
+
 static void do_reopen(struct fsx *x)
 {
 	log_op(x, OP_REOPEN, 0, 0, 0, x->size, -1);
@@ -570,6 +655,11 @@ static void do_reopen(struct fsx *x)
 	x->fd = open(x->path, O_RDWR);
 	if (x->fd < 0)
 		die(x, "reopen: %s", strerror(errno));
+	if (x->dfd >= 0) {
+		if (close(x->dfd) < 0)
+			die(x, "close of the O_DIRECT descriptor: %s", strerror(errno));
+		dio_open(x);
+	}
 	check_size(x, "after reopen");
 }
 
@@ -639,6 +729,8 @@ static bool op_enabled(struct fsx *x, enum fsx_op op)
 		return x->mmap_ops;
 	case OP_COPY:
 		return x->copy_ops;
+	case OP_DREAD: case OP_DWRITE:
+		return x->dio_ops;
 	default:
 		return true;
 	}
@@ -673,6 +765,15 @@ static int run(struct fsx *x, const char *dump)
 		fprintf(stderr, "%szr_fsx: %s: %s\n", x->prefix, x->path, strerror(errno));
 		exit(1);
 	}
+	x->dfd = -1;
+	if (x->dio_ops) {
+		if (posix_memalign((void **)&x->dbuf, DIO_ALIGN,
+				   x->maxop + DIO_ALIGN) != 0) {
+			fprintf(stderr, "zr_fsx: out of memory\n");
+			exit(1);
+		}
+		dio_open(x);
+	}
 	for (x->n = 1; x->n <= x->nops; x->n++) {
 		enum fsx_op op = pick_op(x);
 
@@ -692,9 +793,11 @@ static int run(struct fsx *x, const char *dump)
 		case OP_REOPEN: do_reopen(x); break;
 		case OP_DROPCACHE: do_dropcache(x); break;
 		case OP_SEEK: do_seek(x); break;
+		case OP_DREAD: do_dread(x); break;
+		case OP_DWRITE: do_dwrite(x); break;
 		default: break;
 		}
-		if (op != OP_READ && op != OP_MAPREAD && op != OP_SEEK)
+		if (op != OP_READ && op != OP_MAPREAD && op != OP_SEEK && op != OP_DREAD)
 			check_size(x, "after the operation");
 		if (x->n % 1000 == 0)
 			check_all(x, "periodic whole-file check");
@@ -710,6 +813,8 @@ static int run(struct fsx *x, const char *dump)
 	check_all(x, "final check after dropping the page cache");
 	if (close(x->fd) < 0)
 		die(x, "close: %s", strerror(errno));
+	if (x->dfd >= 0 && close(x->dfd) < 0)
+		die(x, "close of the O_DIRECT descriptor: %s", strerror(errno));
 	if (dump) {
 		FILE *f = fopen(dump, "w");
 
@@ -760,7 +865,7 @@ static void disable_ops(struct fsx *x, char *list)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: zr_fsx [-N ops] [-S seed] [-l maxlen] [-o maxop] [-b bs] [-m] [-c] [-p]\n"
+		"usage: zr_fsx [-N ops] [-S seed] [-l maxlen] [-o maxop] [-b bs] [-m] [-c] [-d] [-p]\n"
 		"              [-D dumpfile] [-P nproc] [-X op,...] FILE\n"
 		"  -N ops      operations to run (10000)\n"
 		"  -S seed     random seed (1)\n"
@@ -769,11 +874,13 @@ static void usage(void)
 		"  -b bs       block size whose boundaries are favoured (16k)\n"
 		"  -m          mmap reads and writes\n"
 		"  -c          copy_file_range within the file\n"
+		"  -d          O_DIRECT reads and writes (4 KiB aligned) on a second descriptor\n"
 		"  -p          progress every 2000 operations\n"
 		"  -D file     write the final expected content to file\n"
 		"  -P n        n processes on FILE.0 .. FILE.n-1 (seeds seed..seed+n-1)\n"
 		"  -X op,...   turn operations off (mapread, mapwrite, truncate, punch,\n"
-		"              falloc, falloc_keep, copy_range, fsync, reopen, dropcache, seek)\n");
+		"              falloc, falloc_keep, copy_range, fsync, reopen, dropcache, seek,\n"
+		"              dread, dwrite)\n");
 	exit(2);
 }
 
@@ -788,7 +895,7 @@ int main(int argc, char **argv)
 	unsigned nproc = 0, i, failed = 0;
 	int c;
 
-	while ((c = getopt(argc, argv, "N:S:l:o:b:mcpD:P:X:")) != -1) {
+	while ((c = getopt(argc, argv, "N:S:l:o:b:mcdpD:P:X:")) != -1) {
 		switch (c) {
 		case 'N': x.nops = (unsigned long)parse_num(optarg); break;
 		case 'S': seed = parse_num(optarg); break;
@@ -797,6 +904,7 @@ int main(int argc, char **argv)
 		case 'b': x.bs = parse_num(optarg); break;
 		case 'm': x.mmap_ops = true; break;
 		case 'c': x.copy_ops = true; break;
+		case 'd': x.dio_ops = true; break;
 		case 'p': x.progress = true; break;
 		case 'D': dump = optarg; break;
 		case 'P': nproc = (unsigned)parse_num(optarg); break;
@@ -812,9 +920,9 @@ int main(int argc, char **argv)
 	if (nproc == 0) {
 		x.path = argv[optind];
 		x.rng = seed * 0x9E3779B97F4A7C15ULL + 0x1234567;
-		printf("zr_fsx: %s seed %" PRIu64 " ops %lu maxlen %" PRIu64 " maxop %" PRIu64 "%s%s\n",
+		printf("zr_fsx: %s seed %" PRIu64 " ops %lu maxlen %" PRIu64 " maxop %" PRIu64 "%s%s%s\n",
 		       x.path, seed, x.nops, x.maxlen, x.maxop, x.mmap_ops ? " mmap" : "",
-		       x.copy_ops ? " copy_range" : "");
+		       x.copy_ops ? " copy_range" : "", x.dio_ops ? " O_DIRECT" : "");
 		return run(&x, dump);
 	}
 	for (i = 0; i < nproc; i++) {
