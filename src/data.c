@@ -794,7 +794,10 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	fuse_reply_err(req, -rc);
 }
 
-/* SEEK_DATA/SEEK_HOLE: write the file's dirty blocks back, then ask the backing file. */
+/*
+ * SEEK_DATA/SEEK_HOLE: make the kernel write back what it holds, write our
+ * dirty blocks back, then ask the backing file (exact holes).
+ */
 void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 struct fuse_file_info *fi)
 {
@@ -806,6 +809,21 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;
+	}
+	if (in->open_count > 0) {
+		/*
+		 * The kernel may hold dirty pages of this file in its
+		 * writeback cache that we have never seen, and it does not
+		 * write them back before asking. Invalidating its cache makes
+		 * it launder (write back) them first; the WRITEs are served by
+		 * the other threads. Single-threaded, that would deadlock:
+		 * then let the kernel answer from its size (all data).
+		 */
+		if (fs->opt->singlethread ||
+		    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0) < 0) {
+			fuse_reply_err(req, ENOSYS);
+			return;
+		}
 	}
 	rc = zr_data_flush_inode(fs, in);
 	if (rc) {

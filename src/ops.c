@@ -737,8 +737,8 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_unlock(&in->lock);
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1;
+	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
+	 * first writes back a cached extension of the file */
 	fi->fh = 0;
 	fuse_reply_open(req, fi);
 }
@@ -802,8 +802,8 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_unlock(&in->lock);
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
-	if (fi->flags & O_DIRECT)
-		fi->direct_io = 1;
+	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
+	 * first writes back a cached extension of the file */
 	fi->fh = 0;
 	fuse_reply_create(req, &e, fi);
 }
