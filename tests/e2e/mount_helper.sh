@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# mount_helper: `mount -t fuse.zramfs` and an /etc/fstab-style line work
+# through mount.fuse3 (which starts the daemon in the background); options
+# reach the daemon, a bad one is refused with nothing mounted, and after
+# umount the daemon is gone and the data is in the backing directory.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "mounts through mount.fuse3"
+zr_need_tool mount mount.fuse3 pgrep
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+echo before >"$B/old"
+# mount.fuse3 runs the helper named after the type from PATH
+BIN=$ZR_TMP/bin
+mkdir -p "$BIN"
+ln -s "$ZRAMFS" "$BIN/zramfs"
+export PATH="$BIN:$PATH"
+
+# the daemons of this test, by their backing path (they are not our children)
+daemons() { pgrep -f "zramfs.*$B" || true; }
+gone() {
+	for _ in $(seq 1 100); do
+		[ -z "$(daemons)" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+say "mount -t fuse.zramfs with options"
+mount -t fuse.zramfs "$B" "$M" -o size=32M,comp=zstd,dirty_expire=1h ||
+	fail "mount -t fuse.zramfs failed"
+zr_is_mounted "$M" || fail "not mounted after mount -t"
+grep -q "^comp zstd$" "$M/.zramfs/config" || fail "comp=zstd did not reach the daemon"
+grep -q "^size 33554432$" "$M/.zramfs/config" || fail "size=32M did not reach the daemon"
+[ "$(cat "$M/old")" = before ] || fail "existing file not visible"
+head -c 3000000 /dev/urandom >"$ZR_TMP/data"
+cp "$ZR_TMP/data" "$M/new"
+umount "$M" || fail "umount failed"
+gone || fail "daemon still running after umount: $(daemons)"
+cmp "$ZR_TMP/data" "$B/new" || fail "data not in the backing directory after umount"
+
+say "fstab line (mount MOUNTPOINT)"
+FSTAB=$ZR_TMP/fstab
+echo "$B $M fuse.zramfs size=16M,noauto,allow_other 0 0" >"$FSTAB"
+mount -T "$FSTAB" "$M" || fail "mount through an fstab line failed"
+zr_is_mounted "$M" || fail "not mounted from the fstab line"
+awk -v m="$M" '$5 == m' /proc/self/mountinfo | grep -q allow_other || fail "allow_other not in effect"
+cmp "$ZR_TMP/data" "$M/new" || fail "data differs through the fstab mount"
+umount "$M" || fail "umount failed"
+gone || fail "daemon still running after umount: $(daemons)"
+
+say "a bad option through mount -t: refused, nothing mounted"
+if mount -t fuse.zramfs "$B" "$M" -o size=lots 2>"$ZR_TMP/err"; then
+	umount "$M"
+	fail "mount accepted size=lots"
+fi
+grep -q "size" "$ZR_TMP/err" || fail "message does not name the option: $(cat "$ZR_TMP/err")"
+! zr_is_mounted "$M" || fail "something is mounted after a refused mount"
+gone || fail "a daemon is left after a refused mount"
