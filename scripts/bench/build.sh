@@ -5,7 +5,7 @@
 # with the build tree on each system.
 #
 # The code base is generated (gen_cproject.sh: BUILD_FILES .c files, default
-# 600, 60 with --quick, -O1 -g); there is no real source package offline.
+# 300, 60 with --quick, -O1 -g); there is no real source package offline.
 # Two memory settings: "pressure", a cgroup limit of BUILD_LIMIT_MB (default
 # 40) + 24 MiB per job, smaller than the build's page cache, and "fits", no
 # limit (N = 2 only).  The zramfs daemon runs outside the cgroup with
@@ -21,7 +21,7 @@ bench_init "tmpfs,plain,zram,zramfs" 900 60 "$@"
 if [ "$QUICK" = 1 ]; then
 	NFILES=${BUILD_FILES:-60}; JOBS="2"
 else
-	NFILES=${BUILD_FILES:-600}; JOBS="1 2 4 8"
+	NFILES=${BUILD_FILES:-300}; JOBS="1 2 4 8"
 fi
 BASE_MB=${BUILD_LIMIT_MB:-40}
 

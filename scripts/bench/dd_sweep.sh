@@ -18,7 +18,7 @@ bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k" 900 60 "
 if [ "$QUICK" = 1 ]; then
 	TOTAL=$((64 << 20)); SMALL=$((8 << 20)); BSS="64 4096 1048576"; DDTO=15
 else
-	TOTAL=$((512 << 20)); SMALL=$((32 << 20)); BSS="64 512 4096 65536 1048576"; DDTO=90
+	TOTAL=$((512 << 20)); SMALL=$((32 << 20)); BSS=${DD_BS:-64 512 4096 65536 1048576}; DDTO=90
 fi
 
 src_tmpfs $((TOTAL + (16 << 20)))

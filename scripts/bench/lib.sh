@@ -12,7 +12,8 @@
 # Systems: tmpfs, plain (a directory on the root filesystem under
 # /var/tmp), zram (kernel zram0, lz4, ext4), zramfs (defaults),
 # zramfs-none (cache=none: FUSE alone), zramfs-zstd (comp=zstd),
-# zramfs-16k (block_size=16k).  `zram` is skipped with a note when
+# zramfs-16k (block_size=16k), zramfs-noseq (seq_cutoff=0: long sequential
+# streams stay in the tier instead of bypassing it).  `zram` is skipped with a note when
 # /sys/block/zram0 is missing or already in use.
 #
 # Environment: ZRAMFS (the daemon; default: the build tree's src/zramfs
@@ -84,7 +85,7 @@ EOF
 bench_init() {
 	local def_systems=$1 full_to=$2 quick_to=$3
 	shift 3
-	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k"
+	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k,zramfs-noseq"
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--quick) QUICK=1 ;;
@@ -188,6 +189,7 @@ zramfs_opts() {
 	zramfs-none) o=cache=none ;;
 	zramfs-zstd) o=comp=zstd ;;
 	zramfs-16k) o=block_size=16k ;;
+	zramfs-noseq) o=seq_cutoff=0 ;;
 	*) die "unknown zramfs system '$1'" ;;
 	esac
 	[ -n "${ZRAMFS_OPTS:-}" ] && o=${o:+$o,}$ZRAMFS_OPTS
