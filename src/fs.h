@@ -174,6 +174,7 @@ bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *pa
 		     const char *name);
 int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino);
+void zr_fd_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,

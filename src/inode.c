@@ -531,6 +531,28 @@ int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino)
 	return fd;
 }
 
+/**
+ * zr_fd_install() - hand an fd of @ino that the caller just opened O_RDWR
+ * (create) to the cache, which owns it from now on (closes it if the inode
+ * has one already).
+ */
+void zr_fd_install(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd >= 0 || ino == &fs->root || !S_ISREG(ino->type)) {
+		pthread_mutex_unlock(&fs->fd_lock);
+		close(fd);
+		return;
+	}
+	ino->fd = fd;
+	ino->fd_flags = O_RDWR;
+	fs->nfds++;
+	if (ino->fd_users == 0 && ino->pins == 0)
+		lru_push(fs, ino);
+	fd_trim(fs);
+	pthread_mutex_unlock(&fs->fd_lock);
+}
+
 /** Drop the pin taken by zr_fd_get(). */
 void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino)
 {

@@ -75,6 +75,35 @@ static int at_get(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
 	return 0;
 }
 
+/*
+ * Like at_get(), but reach a regular file or directory through its own
+ * cached fd when it has one ("" + AT_EMPTY_PATH): no name lookup in the
+ * backing filesystem. For getattr, setattr and xattrs, not for link.
+ */
+static int at_get_fast(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
+{
+	if (ino != &fs->root && (S_ISREG(ino->type) || S_ISDIR(ino->type))) {
+		pthread_mutex_lock(&fs->fd_lock);
+		if (ino->fd >= 0) {
+			pthread_mutex_unlock(&fs->fd_lock);
+			/* may reopen if evicted meanwhile; that is fine */
+			int fd = zr_fd_get(fs, ino);
+
+			if (fd >= 0) {
+				memset(at, 0, sizeof(*at));
+				at->dirfd = fd;
+				at->pinned = ino;
+				at->name = "";
+				at->at_flags = AT_EMPTY_PATH;
+				return 0;
+			}
+		} else {
+			pthread_mutex_unlock(&fs->fd_lock);
+		}
+	}
+	return at_get(fs, ino, at);
+}
+
 static void at_put(struct zr_fs *fs, struct zr_at *at)
 {
 	if (at->pinned)
@@ -104,7 +133,7 @@ static int at_stat(const struct zr_at *at, struct stat *st)
 static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
-	int rc = at_get(fs, ino, &at);
+	int rc = at_get_fast(fs, ino, &at);
 
 	if (rc)
 		return rc;
@@ -274,7 +303,7 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		}
 		return;
 	}
-	rc = at_get(fs, in, &at);
+	rc = at_get_fast(fs, in, &at);
 	if (rc)
 		goto out;
 	if (valid & FUSE_SET_ATTR_MODE) {
@@ -331,7 +360,8 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if (utimensat(at.dirfd, at.name, ts, at.at_flags) < 0) {
+		if ((at.name[0] ? utimensat(at.dirfd, at.name, ts, at.at_flags) :
+		     futimens(at.dirfd, ts)) < 0) {
 			rc = -errno;
 			goto out_at;
 		}
@@ -768,15 +798,17 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	close(fd);	/* the fd cache reopens it; creation is rare next to I/O */
 	rc = give_to_caller(req, pfd, name, false);
 	if (rc == 0)
 		rc = do_lookup(fs, p, pfd, name, &e);
 	zr_fd_put(fs, p);
 	if (rc) {
+		close(fd);
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	/* the fd we created with becomes the inode's cached fd */
+	zr_fd_install(fs, zr_inode_from_ino(fs, e.ino), fd);
 	in = zr_inode_from_ino(fs, e.ino);
 	fd = zr_fd_get(fs, in);
 	if (fd < 0) {
@@ -1038,7 +1070,7 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1065,7 +1097,7 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1105,7 +1137,7 @@ static void zr_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 			fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1140,7 +1172,7 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
