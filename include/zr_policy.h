@@ -79,6 +79,9 @@ double zr_policy_score(struct zr_policy *pol, const struct zr_policy_view *v);
  */
 void zr_policy_demoted(struct zr_policy *pol, double score);
 
+/** zr_policy_clock() - the access clock now (it moves by one per access). */
+uint32_t zr_policy_clock(struct zr_policy *pol);
+
 /** zr_policy_set_decay() - halve frequencies every @ticks accesses (>= 1). */
 void zr_policy_set_decay(struct zr_policy *pol, uint32_t ticks);
 

@@ -148,6 +148,15 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags);
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms);
 
+/**
+ * zr_store_recompress_idle() - recompress with the cold codec every hot block
+ * not accessed since the previous call (zram's idle marking and
+ * recompression, done automatically): idle data costs the strong codec's
+ * size, data in use keeps the fast codec. At most @max_blocks blocks.
+ * @return bytes of RAM saved.
+ */
+uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks);
+
 /** Drop every clean block. @return bytes of RAM freed. */
 uint64_t zr_store_drop_clean(struct zr_store *st);
 
@@ -183,6 +192,14 @@ int zr_file_read(struct zr_file *f, uint64_t index, void *buf);
  */
 int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 		  unsigned flags);
+
+/**
+ * zr_file_write_raw() - zr_file_write() that also tells, in *@raw (if not
+ * NULL), whether the block was stored uncompressed because it did not save
+ * min_saving. Same return values.
+ */
+int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
+		      unsigned flags, bool *raw);
 
 /**
  * zr_file_drop() - drop blocks [@first, @first + @count), dirty ones

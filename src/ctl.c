@@ -260,7 +260,7 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 	if (strncmp(cmd, "size=", 5) == 0) {
 		if (zr_parse_size(cmd + 5, zr_ram_bytes(), &v) || v < 1024 * 1024)
 			return -EINVAL;
-		fs->opt->store.budget = v;
+		__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
 		return zr_store_set_budget(fs->store, v);
 	}
 	if (strncmp(cmd, "dirty_expire=", 13) == 0) {

@@ -279,15 +279,29 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 }
 
 /*
- * Whether an access at @off of @len continues a sequential stream longer
- * than seq_cutoff (bcache's sequential cutoff). Requests of one stream
- * reach us out of order from several kernel and daemon threads, so an
- * access a little ahead of the stream's front, or not far behind it,
- * continues it.
- * Updates the stream; racy by design (a hint, not a promise).
+ * Whether an access at @off of @len should bypass the tier: it continues a
+ * sequential stream longer than seq_cutoff (bcache's sequential cutoff)
+ * while the tier is full (above its high watermark), so that streaming a
+ * file larger than the budget costs no more than the disk alone and does
+ * not push out what is worth keeping; a stream that fits stays in RAM. Once
+ * a stream bypasses it keeps doing so until it breaks (no flapping around
+ * the watermark). Requests of one stream reach us out of order from
+ * several kernel and daemon threads, so an access a little ahead of the
+ * stream's front, or not far behind it, continues it. Racy by design: a
+ * hint, not a promise.
  */
 #define ZR_SEQ_WINDOW (16ull << 20)	/* ahead of the front */
 #define ZR_SEQ_BEHIND (256ull << 20)	/* behind it: kernel writeback reorders */
+/*
+ * Incompressible data (zswap rejects it): raw blocks are kept while the tier
+ * has room (they are the first to go), but once it is above its low
+ * watermark, after ZR_RAW_RUN blocks of a file in a row did not compress,
+ * its full-block writes go to the backing file at once instead of taking RAM
+ * only to be written back right away; one block in ZR_RAW_PROBE still goes
+ * through the codec, to notice when that changes.
+ */
+#define ZR_RAW_RUN 16
+#define ZR_RAW_PROBE 64
 
 static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
 {
@@ -295,6 +309,7 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
 	bool cont = off + ZR_SEQ_BEHIND >= next && off <= next + ZR_SEQ_WINDOW &&
 		    (next != 0 || off == 0);
+	bool on = __atomic_load_n(&ino->seq_bypassing, __ATOMIC_RELAXED);
 
 	if (fs->opt->seq_cutoff == 0)
 		return false;
@@ -302,7 +317,12 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
 	if (!cont || off + len > next)
 		__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
-	return run > fs->opt->seq_cutoff;
+	if (!cont)
+		on = false;
+	else if (!on && run > fs->opt->seq_cutoff && zr_store_above_high(fs->store))
+		on = true;
+	__atomic_store_n(&ino->seq_bypassing, on, __ATOMIC_RELAXED);
+	return on;
 }
 
 /* Read @size bytes at @off of @ino into @out. @return bytes or -errno. */
@@ -412,6 +432,14 @@ static void touch_data(struct zr_fs *fs, struct zr_inode *ino, int fd, bool now)
 	pthread_mutex_unlock(&fs->attr_lock);
 }
 
+/* Whether the tier is above its low watermark. Lock-free. */
+static bool tier_tight(struct zr_fs *fs)
+{
+	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
+
+	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
+}
+
 /*
  * Write @len bytes at @off. Caller holds ino->lock; @fd is the file's fd.
  * @return bytes written (short only when an error stopped it) or -errno.
@@ -458,6 +486,11 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			bypass_this = false;	/* zeros cost nothing in RAM */
 		else
 			bypass_this = bypass;
+		if (!bypass_this && boff == 0 && n == bs &&
+		    __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) >= ZR_RAW_RUN &&
+		    tier_tight(fs) &&
+		    ++ino->raw_probe % ZR_RAW_PROBE != 0 && !all_zero(src, bs))
+			bypass_this = true;	/* incompressible file: to disk */
 		rc = -EAGAIN;
 		if (bypass_this || wt) {
 			/* streaming past seq_cutoff, or writethrough: to disk now */
@@ -476,9 +509,20 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * block in RAM as dirty rather than lose it */
 		}
 		if (rc) {
+			bool raw = false;
+
 			rc = zr_store_make_room(fs->store, bs);
 			if (rc == 0)
-				rc = zr_file_write(ino->blocks, idx, src, ZR_WRITE_DIRTY);
+				rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_DIRTY, &raw);
+			if (rc == 0 && boff == 0 && n == bs) {
+				/* count incompressible blocks in a row (ZR_RAW_RUN);
+				 * a partial block, padded with old data or zeros,
+				 * says nothing */
+				if (raw)
+					__atomic_add_fetch(&ino->seq_raw, 1, __ATOMIC_RELAXED);
+				else
+					__atomic_store_n(&ino->seq_raw, 0, __ATOMIC_RELAXED);
+			}
 			if (rc) {
 				if (rc == -ENOMEM)
 					rc = -ENOSPC;
@@ -965,6 +1009,10 @@ static void *wb_main(void *arg)
 			struct zr_stats s;
 
 			zr_fs_sweep(fs);
+			/* data untouched since the last pass goes to the
+			 * strong codec, at most 256 MiB of it a pass */
+			(void)zr_store_recompress_idle(fs->store,
+						       (256ull << 20) / fs->bs);
 			/* churn leaves partly used spans: compact when they
 			 * cost more than 5% of the compressed data */
 			zr_store_get_stats(fs->store, &s);

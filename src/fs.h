@@ -115,6 +115,9 @@ struct zr_inode {
 	bool has_caps;			/* backing file has security.capability */
 	uint64_t seq_next;		/* next offset of a sequential stream */
 	uint64_t seq_bytes;		/* length of the current sequential stream */
+	bool seq_bypassing;		/* the stream bypasses the tier (relaxed atomic) */
+	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
+	uint32_t raw_probe;		/* lock: counts bypassed raw blocks, see ZR_RAW_PROBE */
 };
 
 struct zr_fs {

@@ -150,6 +150,11 @@ static uint32_t decayed_freq(struct zr_policy *pol, const struct zr_pstate *ps,
 	return periods >= 16 ? 0 : (uint32_t)ps->freq >> periods;
 }
 
+uint32_t zr_policy_clock(struct zr_policy *pol)
+{
+	return zr_stat_read(&pol->clock);
+}
+
 void zr_policy_init_slot(struct zr_policy *pol, struct zr_pstate *ps)
 {
 	ps->atime = zr_stat_add(&pol->clock, 1);

@@ -105,6 +105,7 @@ struct zr_store {
 	struct zr_zpool *pool;
 	struct zr_policy *pol;
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
+	uint32_t idle_mark;		/* reclaim_lock: policy clock at the last idle pass */
 	pthread_mutex_t files_lock;	/* protects the list and the cursor */
 	struct zr_file *head, *tail;	/* every live file */
 	struct zr_file *cursor;		/* sweep position: file ... */
@@ -809,6 +810,12 @@ int zr_file_read(struct zr_file *f, uint64_t index, void *buf)
 int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 		  unsigned flags)
 {
+	return zr_file_write_raw(f, index, buf, flags, NULL);
+}
+
+int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
+		      unsigned flags, bool *raw)
+{
 	struct zr_store *st = f->st;
 	uint32_t bs = st->cfg.block_size, len = 0, handle = ZR_ZPOOL_NO_HANDLE;
 	enum zr_codec_id codec = ZR_CODEC_NONE;
@@ -828,6 +835,8 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 		fl |= ZR_SLOT_DIRTY;
 	}
 
+	if (raw)
+		*raw = false;
 	if (same_filled(buf, bs, &pat)) {
 		fl |= ZR_SLOT_SAME;
 	} else {
@@ -854,6 +863,8 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 			fl |= ZR_SLOT_RAW;
 			len = bs;
 		}
+		if (raw)
+			*raw = fl & ZR_SLOT_RAW;
 		rc = pool_store(st, src, len, &handle);
 		if (rc)
 			return rc;
@@ -1300,6 +1311,40 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	account(f, s, 1);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
+}
+
+uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks)
+{
+	struct zr_file *f = NULL;
+	uint64_t saved = 0, done = 0, pos, idx;
+	uint32_t mark, now = zr_policy_clock(st->pol);
+	struct zr_slot *s;
+
+	pthread_mutex_lock(&st->reclaim_lock);
+	mark = st->idle_mark;
+	st->idle_mark = now;
+	pthread_mutex_unlock(&st->reclaim_lock);
+	if (st->cfg.cold_comp == ZR_CODEC_NONE ||
+	    (st->cfg.cold_comp == st->cfg.comp && st->cfg.cold_level == st->cfg.comp_level))
+		return 0;
+	while ((f = file_iter(st, f))) {
+		pthread_mutex_lock(&f->lock);
+		pos = 0;
+		while (done < max_blocks && (s = map_next(f, pos, &idx))) {
+			/* idle: last touched before the previous pass (wrap-safe) */
+			if (!slot_has(s, ZR_SLOT_COLD | ZR_SLOT_RAW | ZR_SLOT_SAME |
+					 ZR_SLOT_UNDER_WB) &&
+			    mark != 0 && (int32_t)(mark - s->ps.atime) >= 0) {
+				saved += recompress(f, s);
+				done++;
+			}
+			if (idx == UINT64_MAX)
+				break;
+			pos = idx + 1;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	return saved;
 }
 
 /*

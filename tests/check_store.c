@@ -232,6 +232,46 @@ START_TEST(test_same)
 }
 END_TEST
 
+/* Idle blocks are recompressed with the cold codec, blocks in use are not. */
+START_TEST(test_recompress_idle)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s0, s1;
+	struct zr_file *f;
+	unsigned i;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 8; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	/* the first pass only marks: nothing was idle before it */
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);	/* in use */
+	zr_store_get_stats(st, &s0);
+	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX), 0);
+	zr_store_get_stats(st, &s1);
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(!!(zr_file_test_flags(f, i) & ZR_SLOT_COLD), i >= 4);
+	}
+	ck_assert_uint_eq(s1.blocks_cold, 4);
+	ck_assert_uint_eq(s1.recompressions - s0.recompressions, 4);
+	ck_assert_uint_lt(s1.compr_data_size, s0.compr_data_size);
+	for (i = 0; i < 8; i++) {	/* cold blocks read back intact */
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
 /* Random data does not save min_saving: stored raw, whole block. */
 START_TEST(test_raw)
 {
@@ -800,6 +840,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_writeback_flags);
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
+	tcase_add_test(tc, test_recompress_idle);
 	suite_add_tcase(s, tc);
 	return s;
 }
