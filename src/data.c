@@ -65,6 +65,17 @@ static void store_size(struct zr_inode *ino, uint64_t size)
 	__atomic_store_n(&ino->size, size, __ATOMIC_RELEASE);
 }
 
+/* Grow the cached size to @size (writers holding the lock shared race). */
+static void grow_size(struct zr_inode *ino, uint64_t size)
+{
+	uint64_t cur = load_size(ino);
+
+	while (cur < size &&
+	       !__atomic_compare_exchange_n(&ino->size, &cur, size, false,
+					    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+		;
+}
+
 /* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
 static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
 {
@@ -115,7 +126,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 
 	if (!S_ISREG(ino->type))
 		return 0;
-	pthread_mutex_lock(&ino->lock);
+	pthread_rwlock_wrlock(&ino->lock);
 	if (!ino->size_valid) {
 		if (fstat(fd, &st) < 0) {
 			rc = -errno;
@@ -129,7 +140,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 	if (fs->store && !ino->blocks)
 		rc = zr_file_create(fs->store, ino, &ino->blocks);
 out:
-	pthread_mutex_unlock(&ino->lock);
+	pthread_rwlock_unlock(&ino->lock);
 	return rc;
 }
 
@@ -270,10 +281,10 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 		return 0;
 	if (zr_store_make_room(fs->store, fs->bs) == 0 &&
 	    __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE) == gen) {
-		pthread_mutex_lock(&ino->lock);
+		pthread_rwlock_wrlock(&ino->lock);
 		if (ino->gen == gen)
 			(void)zr_file_write(ino->blocks, idx, blk, ZR_WRITE_CLEAN);
-		pthread_mutex_unlock(&ino->lock);
+		pthread_rwlock_unlock(&ino->lock);
 	}
 	return 0;
 }
@@ -441,7 +452,8 @@ static bool tier_tight(struct zr_fs *fs)
 }
 
 /*
- * Write @len bytes at @off. Caller holds ino->lock; @fd is the file's fd.
+ * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
+ * @len are whole blocks, else exclusive; @fd is the file's fd.
  * @return bytes written (short only when an error stopped it) or -errno.
  */
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
@@ -455,6 +467,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 	if (!blk)
 		return -ENOMEM;
+	/* a reader that missed must not insert what it read before us */
+	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (ZR_UNLIKELY(ino->has_caps)) {
 		(void)fremovexattr(fd, "security.capability");
@@ -489,7 +503,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		if (!bypass_this && boff == 0 && n == bs &&
 		    __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) >= ZR_RAW_RUN &&
 		    tier_tight(fs) &&
-		    ++ino->raw_probe % ZR_RAW_PROBE != 0 && !all_zero(src, bs))
+		    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE != 0 &&
+		    !all_zero(src, bs))
 			bypass_this = true;	/* incompressible file: to disk */
 		rc = -EAGAIN;
 		if (bypass_this || wt) {
@@ -532,7 +547,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		pos += n;
 		if (pos > fsize) {
 			fsize = pos;
-			store_size(ino, fsize);
+			grow_size(ino, fsize);
 		}
 	}
 	if (pos > off)
@@ -560,15 +575,20 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *da
 		if (rc)
 			return rc;
 		zr_stat_add(&fs->bytes_written_backing, len);
-		pthread_mutex_lock(&ino->lock);
+		pthread_rwlock_wrlock(&ino->lock);
 		if (off + len > load_size(ino))
 			store_size(ino, off + len);
-		pthread_mutex_unlock(&ino->lock);
+		pthread_rwlock_unlock(&ino->lock);
 		return (ssize_t)len;
 	}
-	pthread_mutex_lock(&ino->lock);
+	/* whole aligned blocks only: no read-modify-write, the lock can be
+	 * shared and blocks compress in parallel */
+	if (off % fs->bs == 0 && len % fs->bs == 0)
+		pthread_rwlock_rdlock(&ino->lock);
+	else
+		pthread_rwlock_wrlock(&ino->lock);
 	n = data_write_locked(fs, ino, fd, data, len, off, writepage);
-	pthread_mutex_unlock(&ino->lock);
+	pthread_rwlock_unlock(&ino->lock);
 	zr_fd_put(fs, ino);
 	return n;
 }
@@ -646,7 +666,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		if (fd < 0)
 			return fd;
 	}
-	pthread_mutex_lock(&ino->lock);
+	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
 	rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
@@ -668,7 +688,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		store_size(ino, size);
 		touch_data(fs, ino, fd, true);
 	}
-	pthread_mutex_unlock(&ino->lock);
+	pthread_rwlock_unlock(&ino->lock);
 	if (own)
 		zr_fd_put(fs, ino);
 	return rc;
@@ -815,7 +835,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	pthread_mutex_lock(&in->lock);
+	pthread_rwlock_wrlock(&in->lock);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
 		if (rc == 0)
@@ -833,7 +853,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 				store_size(in, end);
 		}
 	}
-	pthread_mutex_unlock(&in->lock);
+	pthread_rwlock_unlock(&in->lock);
 	zr_fd_put(fs, in);
 	fuse_reply_err(req, -rc);
 }

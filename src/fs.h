@@ -103,13 +103,20 @@ struct zr_inode {
 	unsigned pins;			/* fd_lock: fd must stay (unlinked and open) */
 	struct zr_inode *lru_prev, *lru_next; /* fd_lock: fd cache LRU */
 
-	pthread_mutex_t lock;		/* protects the fields below */
+	/*
+	 * Protects the fields below. Writers of whole, aligned blocks take it
+	 * shared (the store serialises per block; compression runs in
+	 * parallel), everything else that changes data or size exclusive.
+	 */
+	pthread_rwlock_t lock;
 	struct zr_file *blocks;		/* regular files: the block map, or NULL */
-	uint64_t size;			/* cached size (atomic reads allowed) */
+	uint64_t size;			/* cached size: atomic loads; stores under lock
+					 * (a shared writer grows it with a CAS) */
 	bool size_valid;		/* size was loaded from the backing file */
 	bool times_dirty;		/* fs->attr_lock: mtime must be stamped on the backing file */
 	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
-	uint64_t gen;			/* bumped by every change of the data */
+	uint64_t gen;			/* atomic: bumped before and after every change
+					 * of the data (a reader's clean insert checks it) */
 	unsigned open_count;		/* open file handles */
 	bool fd_pinned;			/* fd pinned because the last name went while open */
 	bool has_caps;			/* backing file has security.capability */
@@ -117,7 +124,7 @@ struct zr_inode {
 	uint64_t seq_bytes;		/* length of the current sequential stream */
 	bool seq_bypassing;		/* the stream bypasses the tier (relaxed atomic) */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
-	uint32_t raw_probe;		/* lock: counts bypassed raw blocks, see ZR_RAW_PROBE */
+	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 };
 
 struct zr_fs {

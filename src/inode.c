@@ -58,7 +58,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	fs->root.fd = root_fd;
 	fs->root.fd_flags = O_RDONLY;
 	fs->root.pins = 1;
-	pthread_mutex_init(&fs->root.lock, NULL);
+	pthread_rwlock_init(&fs->root.lock, NULL);
 	fs->dirty_expire_ms = opt->dirty_expire_ms;
 	fs->timeout_s = 86400;
 	return 0;
@@ -135,7 +135,7 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_unlock(&fs->fd_lock);
 	if (ino->blocks)
 		zr_file_put(ino->blocks);
-	pthread_mutex_destroy(&ino->lock);
+	pthread_rwlock_destroy(&ino->lock);
 	free(ino);
 }
 
@@ -315,10 +315,10 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		fresh->key = key;
 		fresh->type = st->st_mode & S_IFMT;
 		fresh->fd = -1;
-		pthread_mutex_init(&fresh->lock, NULL);
+		pthread_rwlock_init(&fresh->lock, NULL);
 	}
 	if (fresh) {
-		pthread_mutex_destroy(&fresh->lock);
+		pthread_rwlock_destroy(&fresh->lock);
 		free(fresh);
 	}
 	if (parent) {

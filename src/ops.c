@@ -544,7 +544,7 @@ static void prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, nlink_t nl
 
 	if (!S_ISREG(victim->type) || nlink > 1)
 		return;
-	pthread_mutex_lock(&victim->lock);
+	pthread_rwlock_wrlock(&victim->lock);
 	if (victim->open_count > 0 && !victim->fd_pinned) {
 		fd = zr_fd_get(fs, victim);
 		if (fd >= 0) {
@@ -553,7 +553,7 @@ static void prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, nlink_t nl
 			victim->fd_pinned = true;
 		}
 	}
-	pthread_mutex_unlock(&victim->lock);
+	pthread_rwlock_unlock(&victim->lock);
 }
 
 /* After the backing unlink of (@p, @name): forget the name; drop the data
@@ -567,10 +567,10 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 	if (last)
 		zr_inode_unhash(fs, victim);
 	if (last && S_ISREG(victim->type)) {
-		pthread_mutex_lock(&victim->lock);
+		pthread_rwlock_wrlock(&victim->lock);
 		if (victim->open_count == 0)
 			zr_data_drop_inode(fs, victim);
-		pthread_mutex_unlock(&victim->lock);
+		pthread_rwlock_unlock(&victim->lock);
 	}
 }
 
@@ -762,9 +762,9 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	pthread_mutex_lock(&in->lock);
+	pthread_rwlock_wrlock(&in->lock);
 	in->open_count++;
-	pthread_mutex_unlock(&in->lock);
+	pthread_rwlock_unlock(&in->lock);
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
@@ -829,9 +829,9 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		e.attr.st_size = 0;
 		e.attr.st_blocks = 0;
 	}
-	pthread_mutex_lock(&in->lock);
+	pthread_rwlock_wrlock(&in->lock);
 	in->open_count++;
-	pthread_mutex_unlock(&in->lock);
+	pthread_rwlock_unlock(&in->lock);
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
@@ -852,7 +852,7 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		return;
 	}
 	in = zr_inode_from_ino(fs, ino);
-	pthread_mutex_lock(&in->lock);
+	pthread_rwlock_wrlock(&in->lock);
 	if (--in->open_count == 0 && in->fd_pinned) {
 		/* last close of a file whose last name went: its data goes too */
 		if (in->unlinked)
@@ -860,7 +860,7 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		in->fd_pinned = false;
 		unpin = true;
 	}
-	pthread_mutex_unlock(&in->lock);
+	pthread_rwlock_unlock(&in->lock);
 	if (unpin)
 		zr_fd_unpin(fs, in);
 	zr_inode_unref(fs, in);

@@ -468,29 +468,33 @@ static void node_free_all(struct zr_file *f, void *n, unsigned h)
 /* Whether @buf is one 64-bit pattern repeated; sets *@pat. */
 static bool same_filled(const void *buf, size_t len, uint64_t *pat)
 {
-	const uint64_t *w = buf;
-	size_t n = len / sizeof(*w);
+	uint64_t first, last;
 
-	/* every word equals the one before it: one overlapping memcmp, which
-	 * glibc vectorises, after a cheap look at both ends */
-	if (w[0] != w[n - 1] ||
-	    memcmp(buf, (const char *)buf + sizeof(*w), len - sizeof(*w)) != 0)
+	/* @buf may be unaligned (it can point into a request): load words
+	 * with memcpy. Every word equals the one before it: one overlapping
+	 * memcmp, which glibc vectorises, after a cheap look at both ends. */
+	memcpy(&first, buf, sizeof(first));
+	memcpy(&last, (const char *)buf + len - sizeof(last), sizeof(last));
+	if (first != last ||
+	    memcmp(buf, (const char *)buf + sizeof(first), len - sizeof(first)) != 0)
 		return false;
-	*pat = w[0];
+	*pat = first;
 	return true;
 }
 
+/* Fill @buf (maybe unaligned: a reply buffer) with the 64-bit pattern. */
 static void fill_pattern(void *buf, size_t len, uint64_t pat)
 {
-	uint64_t *w = buf;
-	size_t i;
+	char *p = buf;
+	size_t done;
 
 	if (pat == 0) {
 		memset(buf, 0, len);
 		return;
 	}
-	for (i = 0; i < len / sizeof(*w); i++)
-		w[i] = pat;
+	memcpy(p, &pat, sizeof(pat));
+	for (done = sizeof(pat); done < len; done *= 2)	/* doubling copies */
+		memcpy(p + done, p, ZR_MIN(done, len - done));
 }
 
 /* Decode slot @s into @buf (block_size bytes). Caller holds f->lock.

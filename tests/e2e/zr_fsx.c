@@ -825,6 +825,12 @@ static int run(struct fsx *x, const char *dump)
 	}
 	printf("%s%s: %lu operations passed, final size %" PRIu64 "\n", x->prefix, x->path,
 	       x->nops, x->size);
+	free(x->model);
+	free(x->buf);
+	free(x->dbuf);
+	x->model = NULL;
+	x->buf = NULL;
+	x->dbuf = NULL;
 	return 0;
 }
 
