@@ -145,6 +145,7 @@ machine_desc() {
 	echo "root: $(findmnt -n -o SOURCE,FSTYPE /)"
 	echo "zramfs: $ZRAMFS ($("$ZRAMFS" --version 2>&1 | grep -i zramfs | head -1))"
 	echo "other fuse mounts: $(awk '$3 ~ /^fuse/' /proc/mounts | wc -l)"
+	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # have_system NAME: true if NAME is in --systems (and usable here).

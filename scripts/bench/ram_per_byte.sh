@@ -4,15 +4,16 @@
 #
 # The tree is /usr/include and /usr/share of this machine (about 1 GB, mostly
 # text: headers, docs, scripts, data; with --quick /usr/include only),
-# copied onto each system; after `sync`, dropping the page cache and 10 s
-# idle (2 s with --quick), RAM used (zram mm_stat mem_used_total, tmpfs
-# Shmem growth, zramfs daemon RSS and tier mem_used_total) is divided by
+# copied onto each system; after `sync`, dropping the page cache and 12 s
+# idle (2 s with --quick; the daemon's writeback thread recompresses idle
+# blocks every ~5 s, so 12 s lets it pass at least twice), RAM used (zram
+# mm_stat mem_used_total, tmpfs Shmem growth, zramfs daemon RSS and tier mem_used_total) is divided by
 # the apparent size (du -sb).  Output: ram_per_byte.tsv.
 . "$(dirname "$0")/lib.sh"
 
 bench_init "tmpfs,zram,zramfs,zramfs-zstd" 600 40 "$@"
 
-if [ "$QUICK" = 1 ]; then DIRS="/usr/include"; IDLE=2; else DIRS="/usr/include /usr/share"; IDLE=10; fi
+if [ "$QUICK" = 1 ]; then DIRS="/usr/include"; IDLE=2; else DIRS="/usr/include /usr/share"; IDLE=12; fi
 
 tsv_header "$OUT/ram_per_byte.tsv" system apparent_bytes files mem_bytes tier_bytes ram_per_byte
 printf '   %-12s %12s %8s %12s %12s %6s\n' system apparent files mem tier ratio

@@ -7,11 +7,17 @@
 # usage: report.sh OUTDIR MDFILE PLOTDIR [NOTE]
 # OUTDIR holds the *.tsv and machine.txt; MDFILE is written; plots go to
 # PLOTDIR and are linked relative to MDFILE.  Missing results are skipped.
+# Optional per-experiment files in OUTDIR (NAME is the script's name):
+# NAME.note, a paragraph printed under the section's heading (e.g. that its
+# results come from an earlier run), and NAME.from, a short label added to
+# the targets table's source column.
 set -euo pipefail
 out=$1 md=$2 plots=$3 note=${4:-}
 mkdir -p "$plots"
 rel=$(realpath --relative-to="$(dirname "$md")" "$plots")
 have() { [ -s "$out/$1" ]; }
+secnote() { if [ -s "$out/$1.note" ]; then cat "$out/$1.note"; echo; fi; }
+from() { echo "\`scripts/bench/$1.sh\`$([ -s "$out/$1.from" ] && echo " ($(cat "$out/$1.from"))")"; }
 
 # val FILE KEYCOLS=VALUES... COL: looks up one cell (keys "c1=v1,c2=v2").
 val() {
@@ -70,6 +76,7 @@ echo
 if have dd_sweep.tsv; then
 	echo "## 1. dd sweep (\`scripts/bench/dd_sweep.sh\`)"
 	echo
+	secnote dd_sweep
 	if have dd_data.tsv; then
 		echo "Input: $(($(val dd_data.tsv bytes=$(awk -F'\t' 'NR == 2 { print $1 }' "$out/dd_data.tsv") bytes) >> 20)) MiB of /usr/share/doc, /usr/include,"
 		echo "/usr/lib/x86_64-linux-gnu/*.so* and /usr/bin concatenated; lz4 ratio"
@@ -97,6 +104,7 @@ fi
 if have stream.tsv; then
 	echo "## 2. Streaming past the budget (\`scripts/bench/stream.sh\`)"
 	echo
+	secnote stream
 	echo "\`dd bs=1M conv=fdatasync\` of zeros and of random data (pre-generated on"
 	echo "tmpfs) through zramfs with \`size=\` a quarter of the data; CPU is the"
 	echo "daemon's utime+stime during the write."
@@ -112,6 +120,7 @@ fi
 if have build.tsv; then
 	echo "## 3. Build under memory pressure (\`scripts/bench/build.sh\`)"
 	echo
+	secnote build
 	echo "A generated C project (see the script: gen_cproject.sh, -O1 -g), \`make -jN\`"
 	echo "inside a cgroup v1 memory cgroup (pressure: the limit shown; fits: no"
 	echo "limit).  Disk bytes: written to the root device during the build (whole"
@@ -133,6 +142,7 @@ fi
 if have size_sweep.tsv; then
 	echo "## 4. Size sweep (\`scripts/bench/size_sweep.sh\`)"
 	echo
+	secnote size_sweep
 	echo "fio random 70/30 read/write, 16 KiB, zipf 1.1, over a file of 2:1"
 	echo "compressible data written back first; zramfs \`size=\` as a percentage"
 	echo "of the file.  Disk bytes: written to the root device during the random phase."
@@ -155,6 +165,7 @@ fi
 if have small_files.tsv; then
 	echo "## 5. Small files (\`scripts/bench/small_files.sh\`)"
 	echo
+	secnote small_files
 	echo "Untar (then \`sync -f\`) of the first 10,000 files of /usr/include and"
 	echo "/usr/share/doc (100,000: ten copies), cold \`tar c\` through a pipe, \`rm -rf\`; seconds."
 	echo
@@ -169,8 +180,10 @@ fi
 if have ram_per_byte.tsv; then
 	echo "## 6. RAM per stored byte (\`scripts/bench/ram_per_byte.sh\`)"
 	echo
+	secnote ram_per_byte
 	echo "/usr/include and /usr/share copied onto each system; after sync, a cache"
-	echo "drop and 10 s idle, RAM used ÷ apparent size (du -sb)."
+	echo "drop and 12 s idle (zramfs's writeback thread recompresses idle blocks every"
+	echo "~5 s, so it has passed at least twice), RAM used ÷ apparent size (du -sb)."
 	echo
 	echo "| system | apparent MiB | files | RAM MiB | tier MiB | RAM per byte |"
 	echo "|---|---:|---:|---:|---:|---:|"
@@ -182,36 +195,36 @@ fi
 
 echo "## Targets (issue 4)"
 echo
-echo "| target | figure | met |"
-echo "|---|---|---|"
-tgt() { # NAME VALUE OP THRESHOLD
+echo "| target | figure | met | from |"
+echo "|---|---|---|---|"
+tgt() { # NAME VALUE OP THRESHOLD SCRIPT
 	local ok=–
 	[ -n "$2" ] && [ "$2" != "–" ] && ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { r = (op == ">=") ? v >= t : v <= t; print r ? "yes" : "**no**" }')
-	echo "| $1 $3 $4 | ${2:-–} | $ok |"
+	echo "| $1 $3 $4 | ${2:-–} | $ok | $(from "$5") |"
 }
 if have dd_sweep.tsv; then
 	for bs in 64 4096 1048576; do
 		t=1.5; [ "$bs" = 64 ] && t=1.0
-		tgt "$(hbs $bs) writes ×zram" "$(ratio "$(val dd_sweep.tsv "system=zramfs,bs=$bs" write_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" write_MBps)")" ">=" $t
+		tgt "$(hbs $bs) writes ×zram" "$(ratio "$(val dd_sweep.tsv "system=zramfs,bs=$bs" write_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" write_MBps)")" ">=" $t dd_sweep
 	done
 	for bs in 65536 1048576; do
-		tgt "$(hbs $bs) cold reads ×zram" "$(ratio "$(val dd_sweep.tsv "system=zramfs,bs=$bs" read_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" read_MBps)")" ">=" 1.0
+		tgt "$(hbs $bs) cold reads ×zram" "$(ratio "$(val dd_sweep.tsv "system=zramfs,bs=$bs" read_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" read_MBps)")" ">=" 1.0 dd_sweep
 	done
 fi
 if have stream.tsv; then
-	tgt "random stream ×plain" "$(ratio "$(val stream.tsv system=zramfs,data=random write_MBps)" "$(val stream.tsv system=plain,data=random write_MBps)")" ">=" 0.95
-	tgt "zero stream ×zram" "$(ratio "$(val stream.tsv system=zramfs,data=zero write_MBps)" "$(val stream.tsv system=zram,data=zero write_MBps)")" ">=" 1.0
+	tgt "random stream ×plain" "$(ratio "$(val stream.tsv system=zramfs,data=random write_MBps)" "$(val stream.tsv system=plain,data=random write_MBps)")" ">=" 0.95 stream
+	tgt "zero stream ×zram" "$(ratio "$(val stream.tsv system=zramfs,data=zero write_MBps)" "$(val stream.tsv system=zram,data=zero write_MBps)")" ">=" 1.0 stream
 fi
-if have small_files.tsv; then tgt "untar 10k files, time ×zram" "$(ratio "$(val small_files.tsv system=zramfs,files=10000 untar_secs)" "$(val small_files.tsv system=zram,files=10000 untar_secs)")" "<=" 2.0; fi
-if have ram_per_byte.tsv; then tgt "RAM per stored byte" "$(val ram_per_byte.tsv system=zramfs ram_per_byte)" "<=" 0.30; fi
+if have small_files.tsv; then tgt "untar 10k files, time ×zram" "$(ratio "$(val small_files.tsv system=zramfs,files=10000 untar_secs)" "$(val small_files.tsv system=zram,files=10000 untar_secs)")" "<=" 2.0 small_files; fi
+if have ram_per_byte.tsv; then tgt "RAM per stored byte" "$(val ram_per_byte.tsv system=zramfs ram_per_byte)" "<=" 0.30 ram_per_byte; fi
 if have build.tsv; then
 	j=$(awk -F'\t' '$2 == "pressure" { j = $3 } END { print j }' "$out/build.tsv")
 	for jj in $(awk -F'\t' '$1 == "zramfs" && $2 == "pressure" { print $3 }' "$out/build.tsv"); do
-		tgt "build -j$jj under pressure, time ×plain" "$(ratio "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" secs)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" secs)")" "<=" 0.70
-		tgt "build -j$jj under pressure, disk bytes ×plain" "$(ratio "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" disk_bytes)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" disk_bytes)")" "<=" 0.50
+		tgt "build -j$jj under pressure, time ×plain" "$(ratio "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" secs)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" secs)")" "<=" 0.70 build
+		tgt "build -j$jj under pressure, disk bytes ×plain" "$(ratio "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" disk_bytes)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" disk_bytes)")" "<=" 0.50 build
 	done
 	: "$j"
-	tgt "build when it fits, time ×tmpfs" "$(ratio "$(val build.tsv system=zramfs,mode=fits,jobs=2 secs)" "$(val build.tsv system=tmpfs,mode=fits,jobs=2 secs)")" "<=" 1.05
+	tgt "build when it fits, time ×tmpfs" "$(ratio "$(val build.tsv system=zramfs,mode=fits,jobs=2 secs)" "$(val build.tsv system=tmpfs,mode=fits,jobs=2 secs)")" "<=" 1.05 build
 fi
 echo
 } >"$md"
