@@ -7,8 +7,8 @@
 # copied onto each system; after `sync`, dropping the page cache and 12 s
 # idle (2 s with --quick; the daemon's writeback thread recompresses idle
 # blocks every ~5 s, so 12 s lets it pass at least twice), RAM used (zram
-# mm_stat mem_used_total, tmpfs Shmem growth, zramfs daemon RSS and tier mem_used_total) is divided by
-# the apparent size (du -sb).  Output: ram_per_byte.tsv.
+# mm_stat mem_used_total, tmpfs Shmem growth, zramfs daemon RSS and tier
+# mem_used_total) is divided by the apparent size (du -sb).  Output: ram_per_byte.tsv.
 . "$(dirname "$0")/lib.sh"
 
 bench_init "tmpfs,zram,zramfs,zramfs-zstd" 600 40 "$@"
