@@ -290,16 +290,16 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 }
 
 /*
- * Whether an access at @off of @len should bypass the tier: it continues a
- * sequential stream longer than seq_cutoff (bcache's sequential cutoff)
- * while the tier is full (above its high watermark), so that streaming a
- * file larger than the budget costs no more than the disk alone and does
- * not push out what is worth keeping; a stream that fits stays in RAM. Once
- * a stream bypasses it keeps doing so until it breaks (no flapping around
- * the watermark). Requests of one stream reach us out of order from
- * several kernel and daemon threads, so an access a little ahead of the
- * stream's front, or not far behind it, continues it. Racy by design: a
- * hint, not a promise.
+ * Whether an access at @off of @len is part of a sequential stream longer
+ * than seq_cutoff (bcache's sequential cutoff): such a stream goes to the
+ * backing file as it arrives, so that streaming a file larger than the
+ * budget costs no more than the disk alone and fsync has little left to do.
+ * While the tier has room, a written block also keeps a clean compressed
+ * copy, so a stream that fits is read back from RAM; once the tier is above
+ * its low watermark the stream stops taking RAM. Requests of one stream
+ * reach us out of order from several kernel and daemon threads, so an
+ * access a little ahead of the stream's front, or not far behind it,
+ * continues it. Racy by design: a hint, not a promise.
  */
 #define ZR_SEQ_WINDOW (16ull << 20)	/* ahead of the front */
 #define ZR_SEQ_BEHIND (256ull << 20)	/* behind it: kernel writeback reorders */
@@ -328,10 +328,7 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
 	if (!cont || off + len > next)
 		__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
-	if (!cont)
-		on = false;
-	else if (!on && run > fs->opt->seq_cutoff && zr_store_above_high(fs->store))
-		on = true;
+	on = cont && run > fs->opt->seq_cutoff;
 	__atomic_store_n(&ino->seq_bypassing, on, __ATOMIC_RELAXED);
 	return on;
 }
@@ -443,6 +440,15 @@ static void touch_data(struct zr_fs *fs, struct zr_inode *ino, int fd, bool now)
 	pthread_mutex_unlock(&fs->attr_lock);
 }
 
+/* Count incompressible full blocks in a row (ZR_RAW_RUN). */
+static void note_raw(struct zr_inode *ino, bool raw)
+{
+	if (raw)
+		__atomic_add_fetch(&ino->seq_raw, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(&ino->seq_raw, 0, __ATOMIC_RELAXED);
+}
+
 /* Whether the tier is above its low watermark. Lock-free. */
 static bool tier_tight(struct zr_fs *fs)
 {
@@ -517,8 +523,20 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				zr_file_io_lock(ino->blocks);
 				zr_file_drop(ino->blocks, idx, 1);
 				zr_file_io_unlock(ino->blocks);
-				if (wt)
-					(void)zr_file_write(ino->blocks, idx, src, ZR_WRITE_CLEAN);
+				/* keep a clean copy: writethrough always, a
+				 * stream while the tier has room and the data
+				 * compresses */
+				if (wt || (!tier_tight(fs) &&
+					   (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
+					    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) %
+					    ZR_RAW_PROBE == 0))) {
+					bool raw = false;
+
+					if (zr_file_write_raw(ino->blocks, idx, src,
+							      ZR_WRITE_CLEAN, &raw) == 0 &&
+					    boff == 0 && n == bs)
+						note_raw(ino, raw);
+				}
 			}
 			/* else the backing refused (full, EIO): keep the
 			 * block in RAM as dirty rather than lose it */
@@ -529,15 +547,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			rc = zr_store_make_room(fs->store, bs);
 			if (rc == 0)
 				rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_DIRTY, &raw);
-			if (rc == 0 && boff == 0 && n == bs) {
-				/* count incompressible blocks in a row (ZR_RAW_RUN);
-				 * a partial block, padded with old data or zeros,
-				 * says nothing */
-				if (raw)
-					__atomic_add_fetch(&ino->seq_raw, 1, __ATOMIC_RELAXED);
-				else
-					__atomic_store_n(&ino->seq_raw, 0, __ATOMIC_RELAXED);
-			}
+			/* a partial block, padded with old data or zeros, says
+			 * nothing about the file's data */
+			if (rc == 0 && boff == 0 && n == bs)
+				note_raw(ino, raw);
 			if (rc) {
 				if (rc == -ENOMEM)
 					rc = -ENOSPC;
