@@ -152,10 +152,12 @@ int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms);
  * zr_store_recompress_idle() - recompress with the cold codec every hot block
  * not accessed since the previous call (zram's idle marking and
  * recompression, done automatically): idle data costs the strong codec's
- * size, data in use keeps the fast codec. At most @max_blocks blocks.
+ * size, data in use keeps the fast codec. At most @max_blocks blocks, and
+ * for at most @max_ms milliseconds (0: no time limit).
  * @return bytes of RAM saved.
  */
-uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks);
+uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
+				  uint64_t max_ms);
 
 /** Drop every clean block. @return bytes of RAM freed. */
 uint64_t zr_store_drop_clean(struct zr_store *st);

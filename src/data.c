@@ -1043,9 +1043,8 @@ static void *wb_main(void *arg)
 
 			zr_fs_sweep(fs);
 			/* data untouched since the last pass goes to the
-			 * strong codec, at most 256 MiB of it a pass */
-			(void)zr_store_recompress_idle(fs->store,
-						       (256ull << 20) / fs->bs);
+			 * strong codec, for at most 1 s of CPU a pass */
+			(void)zr_store_recompress_idle(fs->store, UINT64_MAX, 1000);
 			/* churn leaves partly used spans: compact when they
 			 * cost more than 5% of the compressed data */
 			zr_store_get_stats(fs->store, &s);

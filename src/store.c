@@ -1317,10 +1317,12 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	return old - (uint32_t)n;
 }
 
-uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks)
+uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
+				  uint64_t max_ms)
 {
 	struct zr_file *f = NULL;
 	uint64_t saved = 0, done = 0, pos, idx;
+	uint64_t deadline = max_ms ? zr_now_ms() + max_ms : UINT64_MAX;
 	uint32_t mark, now = zr_policy_clock(st->pol);
 	struct zr_slot *s;
 
@@ -1340,7 +1342,9 @@ uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks)
 					 ZR_SLOT_UNDER_WB) &&
 			    mark != 0 && (int32_t)(mark - s->ps.atime) >= 0) {
 				saved += recompress(f, s);
-				done++;
+				/* the clock is read every 64 blocks */
+				if (++done % 64 == 0 && zr_now_ms() > deadline)
+					max_blocks = done;
 			}
 			if (idx == UINT64_MAX)
 				break;

@@ -248,11 +248,11 @@ START_TEST(test_recompress_idle)
 		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
 	}
 	/* the first pass only marks: nothing was idle before it */
-	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX), 0);
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(zr_file_read(f, i, out), 1);	/* in use */
 	zr_store_get_stats(st, &s0);
-	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX), 0);
+	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
 	zr_store_get_stats(st, &s1);
 	for (i = 0; i < 8; i++) {
 		ck_assert_int_eq(!!(zr_file_test_flags(f, i) & ZR_SLOT_COLD), i >= 4);
