@@ -1342,9 +1342,14 @@ uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
 					 ZR_SLOT_UNDER_WB) &&
 			    mark != 0 && (int32_t)(mark - s->ps.atime) >= 0) {
 				saved += recompress(f, s);
-				/* the clock is read every 64 blocks */
-				if (++done % 64 == 0 && zr_now_ms() > deadline)
-					max_blocks = done;
+				/* every 64 blocks: look at the clock, and let
+				 * readers and writers of this file in */
+				if (++done % 64 == 0) {
+					if (zr_now_ms() > deadline)
+						max_blocks = done;
+					pthread_mutex_unlock(&f->lock);
+					pthread_mutex_lock(&f->lock);
+				}
 			}
 			if (idx == UINT64_MAX)
 				break;
