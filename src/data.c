@@ -517,12 +517,15 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
+			/* the file's I/O mutex keeps a writeback of an older
+			 * copy of this block from landing after our pwrite */
+			zr_file_io_lock(ino->blocks);
 			rc = full_pwrite(fd, src, wlen, (off_t)(idx * bs));
+			if (rc == 0)
+				zr_file_drop(ino->blocks, idx, 1);
+			zr_file_io_unlock(ino->blocks);
 			if (rc == 0) {
 				zr_stat_add(&fs->bytes_written_backing, wlen);
-				zr_file_io_lock(ino->blocks);
-				zr_file_drop(ino->blocks, idx, 1);
-				zr_file_io_unlock(ino->blocks);
 				/* keep a clean copy: writethrough always, a
 				 * stream while the tier has room and the data
 				 * compresses */
