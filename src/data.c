@@ -783,46 +783,64 @@ void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, -rc);
 }
 
-/* Zero [off, off+len) of @ino in the store and the backing file (punch). */
+/*
+ * Zero [off, off+len) of @ino in the store and the backing file (punch).
+ * The file's I/O mutex is held throughout, so that no writeback of an
+ * older block lands after the hole is made. When the backing filesystem
+ * cannot punch holes, the range becomes dirty zero blocks instead (they cost
+ * no pool memory) and is zeroed on disk at writeback. Caller holds
+ * ino->lock exclusive.
+ */
 static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		       uint64_t off, uint64_t len)
 {
-	uint64_t bs = fs->bs, end = off + len, first, last;
+	uint64_t bs = fs->bs, end = off + len, size = load_size(ino);
 	char *blk = scratch_block();
-	int rc;
+	bool punched;
+	int rc = 0;
 
 	if (!blk)
 		return -ENOMEM;
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) < 0 && errno != EOPNOTSUPP) {
+	if (ino->blocks)
+		zr_file_io_lock(ino->blocks);
+	punched = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			    (off_t)off, (off_t)len) == 0;
+	if (!punched && errno != EOPNOTSUPP) {
 		rc = errno == EBADF ? -EROFS : -errno;
-		return rc;
+		goto out;
 	}
-	if (!ino->blocks)
-		return 0;
-	first = (off + bs - 1) / bs;
-	last = end / bs;	/* exclusive: whole blocks [first, last) */
-	zr_file_io_lock(ino->blocks);
-	if (last > first)
-		zr_file_drop(ino->blocks, first, last - first);
-	for (uint64_t idx = off / bs; idx <= (end - 1) / bs; idx++) {
-		uint64_t bstart = idx * bs, zs, ze;
+	if (!ino->blocks) {
+		rc = punched ? 0 : -EOPNOTSUPP;
+		goto out;
+	}
+	end = ZR_MIN(end, size);	/* nothing to zero past the end */
+	for (uint64_t idx = off / bs; off < end && idx <= (end - 1) / bs; idx++) {
+		uint64_t bstart = idx * bs;
+		uint64_t zs = ZR_MAX(off, bstart) - bstart;
+		uint64_t ze = ZR_MIN(end, bstart + bs) - bstart;
 
-		if (idx >= first && idx < last)
-			continue;
-		if (zr_file_read(ino->blocks, idx, blk) != 1)
-			continue;	/* not cached: the backing punch did it */
-		zs = ZR_MAX(off, bstart) - bstart;
-		ze = ZR_MIN(end, bstart + bs) - bstart;
+		if (zs == 0 && ze == bs) {	/* a whole block */
+			if (punched) {
+				zr_file_drop(ino->blocks, idx, 1);
+				continue;
+			}
+			memset(blk, 0, bs);
+		} else if (zr_file_read(ino->blocks, idx, blk) != 1) {
+			if (punched)
+				continue;	/* not cached: the backing punch did it */
+			rc = load_block(fs, ino, fd, idx, blk, true);
+			if (rc)
+				break;
+		}
 		memset(blk + zs, 0, (size_t)(ze - zs));
 		rc = zr_file_write(ino->blocks, idx, blk, ZR_WRITE_DIRTY);
-		if (rc) {
-			zr_file_io_unlock(ino->blocks);
-			return rc;
-		}
+		if (rc)
+			break;
 	}
-	zr_file_io_unlock(ino->blocks);
-	return 0;
+out:
+	if (ino->blocks)
+		zr_file_io_unlock(ino->blocks);
+	return rc;
 }
 
 void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
