@@ -48,6 +48,9 @@ uint64_t zr_ram_bytes(void);
 /** Format @bytes as "1.5G" style into @buf (size @len). @return @buf. */
 char *zr_human_size(uint64_t bytes, char *buf, size_t len);
 
+/** Decode the octal escapes of a mountinfo field (\040 for a space) in place. */
+void zr_unescape_octal(char *s);
+
 /* Logging: to stderr, or syslog once zr_log_use_syslog() was called. */
 enum zr_log_level { ZR_LOG_ERR = 3, ZR_LOG_WARNING = 4, ZR_LOG_INFO = 6, ZR_LOG_DEBUG = 7 };
 void zr_log_use_syslog(const char *ident);

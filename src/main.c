@@ -40,22 +40,12 @@ static bool is_mounted(const char *path)
 	if (!f)
 		return false;
 	while (!found && fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], un[PATH_MAX];
-		size_t j = 0;
+		char mp[PATH_MAX];
 
 		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
 			continue;
-		for (size_t i = 0; mp[i] && j < sizeof(un) - 1; i++) {
-			if (mp[i] == '\\' && mp[i + 1] >= '0' && mp[i + 1] <= '3') {
-				un[j++] = (char)((mp[i + 1] - '0') * 64 + (mp[i + 2] - '0') * 8 +
-						 (mp[i + 3] - '0'));
-				i += 3;
-			} else {
-				un[j++] = mp[i];
-			}
-		}
-		un[j] = '\0';
-		found = strcmp(un, path) == 0;
+		zr_unescape_octal(mp);
+		found = strcmp(mp, path) == 0;
 	}
 	fclose(f);
 	return found;

@@ -167,3 +167,19 @@ void zr_log(enum zr_log_level level, const char *fmt, ...)
 	}
 	va_end(ap);
 }
+
+void zr_unescape_octal(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; ) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' &&
+		    r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 4;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+}

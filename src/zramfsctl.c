@@ -149,23 +149,6 @@ static bool kv_u64(const struct zr_kvlist *l, const char *name, uint64_t *out)
 	return errno == 0 && *end == '\0';
 }
 
-/* Decode the octal escapes (\040 for a space) of a mountinfo field in place. */
-static void unescape_octal(char *s)
-{
-	char *w = s;
-
-	for (char *r = s; *r; ) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' &&
-		    r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
-			r += 4;
-		} else {
-			*w++ = *r++;
-		}
-	}
-	*w = '\0';
-}
-
 /* Destructor of the array built by read_mounts(); accepts NULL. */
 static void mounts_free(struct zr_mount *m, size_t n)
 {
@@ -224,8 +207,8 @@ static int read_mounts(bool all, struct zr_mount **out, bool **zr, size_t *n)
 		memset(&m[cnt], 0, sizeof(*m));
 		m[cnt].mnt = xstrdup(field[4]);
 		m[cnt].source = xstrdup(field[sep + 2]);
-		unescape_octal(m[cnt].mnt);
-		unescape_octal(m[cnt].source);
+		zr_unescape_octal(m[cnt].mnt);
+		zr_unescape_octal(m[cnt].source);
 		is_zr[cnt] = match;
 		cnt++;
 	}

@@ -174,6 +174,18 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+START_TEST(test_unescape_octal)
+{
+	char a[] = "/mnt/with\\040space\\011tab";
+	char b[] = "/odd\\9x\\";
+
+	zr_unescape_octal(a);
+	ck_assert_str_eq(a, "/mnt/with space\ttab");
+	zr_unescape_octal(b);	/* not escapes: left as they are */
+	ck_assert_str_eq(b, "/odd\\9x\\");
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -185,6 +197,7 @@ static Suite *options_suite(void)
 	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_test(tc, test_parse_size);
+	tcase_add_test(tc, test_unescape_octal);
 	suite_add_tcase(s, tc);
 	return s;
 }
