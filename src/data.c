@@ -320,7 +320,6 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
 	bool cont = off + ZR_SEQ_BEHIND >= next && off <= next + ZR_SEQ_WINDOW &&
 		    (next != 0 || off == 0);
-	bool on = __atomic_load_n(&ino->seq_bypassing, __ATOMIC_RELAXED);
 
 	if (fs->opt->seq_cutoff == 0)
 		return false;
@@ -328,9 +327,7 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
 	if (!cont || off + len > next)
 		__atomic_store_n(&ino->seq_next, off + len, __ATOMIC_RELAXED);
-	on = cont && run > fs->opt->seq_cutoff;
-	__atomic_store_n(&ino->seq_bypassing, on, __ATOMIC_RELAXED);
-	return on;
+	return cont && run > fs->opt->seq_cutoff;
 }
 
 /* Read @size bytes at @off of @ino into @out. @return bytes or -errno. */

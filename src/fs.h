@@ -122,7 +122,6 @@ struct zr_inode {
 	bool has_caps;			/* backing file has security.capability */
 	uint64_t seq_next;		/* next offset of a sequential stream */
 	uint64_t seq_bytes;		/* length of the current sequential stream */
-	bool seq_bypassing;		/* the stream bypasses the tier (relaxed atomic) */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 };
@@ -183,6 +182,7 @@ int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent
 bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
 		     const char *name);
 int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino);
+int zr_fd_get_cached(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino);

@@ -489,6 +489,27 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 }
 
 /**
+ * zr_fd_get_cached() - like zr_fd_get(), but only when the cache holds an
+ * fd of @ino already: never opens.
+ * @return the fd, pinned until zr_fd_put(), or -ENOENT.
+ */
+int zr_fd_get_cached(struct zr_fs *fs, struct zr_inode *ino)
+{
+	int fd = -ENOENT;
+
+	if (ino == &fs->root)
+		return fs->root_fd;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd >= 0) {
+		if (ino->fd_users++ == 0)
+			lru_unlink(fs, ino);
+		fd = ino->fd;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+/**
  * zr_fd_get() - the cached fd of @ino (see fd_open_flags()), pinned until
  * zr_fd_put(). The root's fd is permanent.
  * @return the fd or -errno.
@@ -499,15 +520,9 @@ int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino)
 
 	if (ino == &fs->root)
 		return fs->root_fd;
-	pthread_mutex_lock(&fs->fd_lock);
-	if (ino->fd >= 0) {
-		if (ino->fd_users++ == 0)
-			lru_unlink(fs, ino);
-		fd = ino->fd;
-		pthread_mutex_unlock(&fs->fd_lock);
+	fd = zr_fd_get_cached(fs, ino);
+	if (fd >= 0)
 		return fd;
-	}
-	pthread_mutex_unlock(&fs->fd_lock);
 
 	fd = inode_reopen(fs, ino, fd_open_flags(fs, ino));
 	if (fd < 0)

@@ -82,24 +82,16 @@ static int at_get(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
  */
 static int at_get_fast(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
 {
-	if (ino != &fs->root && (S_ISREG(ino->type) || S_ISDIR(ino->type))) {
-		pthread_mutex_lock(&fs->fd_lock);
-		if (ino->fd >= 0) {
-			pthread_mutex_unlock(&fs->fd_lock);
-			/* may reopen if evicted meanwhile; that is fine */
-			int fd = zr_fd_get(fs, ino);
+	int fd;
 
-			if (fd >= 0) {
-				memset(at, 0, sizeof(*at));
-				at->dirfd = fd;
-				at->pinned = ino;
-				at->name = "";
-				at->at_flags = AT_EMPTY_PATH;
-				return 0;
-			}
-		} else {
-			pthread_mutex_unlock(&fs->fd_lock);
-		}
+	if (ino != &fs->root && (S_ISREG(ino->type) || S_ISDIR(ino->type)) &&
+	    (fd = zr_fd_get_cached(fs, ino)) >= 0) {
+		memset(at, 0, sizeof(*at));
+		at->dirfd = fd;
+		at->pinned = ino;
+		at->name = "";
+		at->at_flags = AT_EMPTY_PATH;
+		return 0;
 	}
 	return at_get(fs, ino, at);
 }
@@ -1082,8 +1074,11 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fuse_reply_err(req, rc);
 }
 
-static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			   size_t size)
+/*
+ * getxattr (@name) or listxattr (@name NULL): size 0 asks for the length,
+ * otherwise reply with up to @size bytes.
+ */
+static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	char path[PATH_MAX + 64];
@@ -1093,10 +1088,6 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	ssize_t n;
 	int rc;
 
-	if (zr_is_ctl(ino)) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
 	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
@@ -1108,7 +1099,10 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return;
 	}
 	at_path(&at, path, sizeof(path), &follow);
-	n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
+	if (name)
+		n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
+	else
+		n = follow ? listxattr(path, buf, size) : llistxattr(path, buf, size);
 	rc = n < 0 ? errno : 0;
 	at_put(fs, &at);
 	if (rc)
@@ -1120,44 +1114,23 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	free(buf);
 }
 
+static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			   size_t size)
+{
+	if (zr_is_ctl(ino))
+		fuse_reply_err(req, ENODATA);
+	else
+		xattr_read(req, ino, name, size);
+}
+
 static void zr_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct zr_fs *fs = zr_fs_of(req);
-	char path[PATH_MAX + 64];
-	char *buf = NULL;
-	struct zr_at at;
-	bool follow;
-	ssize_t n;
-	int rc;
-
-	if (zr_is_ctl(ino)) {
-		if (size == 0)
-			fuse_reply_xattr(req, 0);
-		else
-			fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (size && !(buf = malloc(size))) {
-		at_put(fs, &at);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	at_path(&at, path, sizeof(path), &follow);
-	n = follow ? listxattr(path, buf, size) : llistxattr(path, buf, size);
-	rc = n < 0 ? errno : 0;
-	at_put(fs, &at);
-	if (rc)
-		fuse_reply_err(req, rc);
+	if (!zr_is_ctl(ino))
+		xattr_read(req, ino, NULL, size);
 	else if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
+		fuse_reply_xattr(req, 0);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+		fuse_reply_buf(req, NULL, 0);
 }
 
 static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
