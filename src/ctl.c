@@ -47,7 +47,6 @@ void zr_ctl_stat(struct zr_fs *fs, fuse_ino_t ino, struct stat *st)
 		if (ctl_files[i].ino == ino)
 			st->st_mode = ctl_files[i].mode;
 	st->st_size = 0;	/* content is made at open; read with direct_io */
-	(void)fs;
 }
 
 int zr_ctl_lookup(struct zr_fs *fs, fuse_ino_t parent, const char *name,
@@ -208,7 +207,6 @@ void zr_ctl_read(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, size_t size,
 	const char *content = (const char *)(uintptr_t)fi->fh;
 	size_t len = content ? strlen(content) : 0;
 
-	(void)fs;
 	if (!content || (size_t)off >= len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -233,7 +231,6 @@ void zr_ctl_release(struct zr_fs *fs, struct fuse_file_info *fi)
 {
 	free((char *)(uintptr_t)fi->fh);
 	fi->fh = 0;
-	(void)fs;
 }
 
 /* Run one control command. @return 0 or -errno. */
@@ -282,7 +279,6 @@ void zr_ctl_write(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, const char *
 	size_t n = ZR_MIN(size, sizeof(cmd) - 1);
 	int rc;
 
-	(void)fi;
 	if (ino != ZR_CTL_INO_CONTROL) {
 		fuse_reply_err(req, EACCES);
 		return;

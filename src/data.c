@@ -736,7 +736,6 @@ int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino)
 		return 0;
 	rc = zr_file_writeback(ino->blocks);
 	err = zr_file_take_error(ino->blocks);
-	(void)fs;
 	return rc ? rc : err;
 }
 

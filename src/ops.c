@@ -169,8 +169,6 @@ static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 
 static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	struct zr_fs *fs = userdata;
-
 	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_READDIRPLUS) {
@@ -192,7 +190,6 @@ static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
 	conn->time_gran = 1;
-	(void)fs;
 }
 
 static void zr_op_destroy(void *userdata)
