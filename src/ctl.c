@@ -165,6 +165,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "high_wm %u\n", c->high_wm);
 	fprintf(f, "low_wm %u\n", c->low_wm);
 	fprintf(f, "max_fds %u\n", o->max_fds);
+	fprintf(f, "read_ahead %llu\n", (unsigned long long)o->read_ahead);
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

@@ -47,12 +47,13 @@ struct zr_options {
 	char *size_str, *comp_str, *comp_level_str, *cold_comp_str;
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
-	char *low_wm_str, *max_fds_str;
+	char *low_wm_str, *max_fds_str, *read_ahead_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
 	enum zr_cache_mode cache;
 	unsigned max_fds;		/* size of the fd cache */
+	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its default */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -160,6 +161,7 @@ struct zr_fs {
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
 
 	dev_t backing_dev;
+	char bdi[32];			/* "MAJ:MIN" of our mount, set before the loop; "" if unknown */
 	bool read_only;
 	uint64_t timeout_s;		/* entry/attr timeout */
 };

@@ -30,8 +30,11 @@
 static struct zr_fs the_fs;
 static const char *mount_path;	/* canonical mount point */
 
-/* Whether @path is a mount point listed in /proc/self/mountinfo. */
-static bool is_mounted(const char *path)
+/*
+ * Whether @path is a mount point listed in /proc/self/mountinfo. When @dev
+ * is given, it receives the "MAJ:MIN" of the topmost mount there.
+ */
+static bool mount_dev(const char *path, char *dev, size_t devlen)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "r");
 	char line[8192];
@@ -39,16 +42,25 @@ static bool is_mounted(const char *path)
 
 	if (!f)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX];
+	while (fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], mm[32];
 
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+		if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, mp) != 2)
 			continue;
 		zr_unescape_octal(mp);
-		found = strcmp(mp, path) == 0;
+		if (strcmp(mp, path) != 0)
+			continue;
+		found = true;	/* later lines are mounted on top: keep going */
+		if (dev)
+			snprintf(dev, devlen, "%s", mm);
 	}
 	fclose(f);
 	return found;
+}
+
+static bool is_mounted(const char *path)
+{
+	return mount_dev(path, NULL, 0);
 }
 
 static void *signal_thread(void *arg)
@@ -227,6 +239,9 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "zramfs: cannot mount on '%s'\n", real_mnt);
 		goto out_session;
 	}
+	/* session.c sets the read-ahead of this bdi once INIT is answered */
+	if (!mount_dev(real_mnt, the_fs.bdi, sizeof(the_fs.bdi)))
+		the_fs.bdi[0] = '\0';
 	if (zr_session_hook(&the_fs) != 0)
 		zr_log(ZR_LOG_WARNING, "cannot hook the session: small writes will be slow");
 	if (fuse_daemonize(opt.foreground) != 0)

@@ -51,6 +51,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("high_wm=%s", high_wm_str),
 	ZR_OPT("low_wm=%s", low_wm_str),
 	ZR_OPT("max_fds=%s", max_fds_str),
+	ZR_OPT("read_ahead=%s", read_ahead_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -301,6 +302,13 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->max_fds_str, "");
 		o->max_fds = n;
 	}
+	if (o->read_ahead_str) {
+		rc = zr_parse_size(o->read_ahead_str, 0, &v);
+		if (rc || v > 64ull << 20 || (v && v < 4096))
+			return bad(pc, "invalid value '%s' for read_ahead: expected bytes from 4k to 64m with an optional k/m suffix, or 0 for the kernel's default%s",
+				   o->read_ahead_str, "");
+		o->read_ahead = v;
+	}
 	if (!o->backing && !o->show_help && !o->show_version) {
 		snprintf(pc->err, pc->errlen,
 			 "missing MOUNTPOINT (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)");
@@ -328,6 +336,7 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
 	o->seq_cutoff = 4ull << 20;
 	o->cache = ZR_CACHE_WRITEBACK;
 	o->max_fds = 4096;
+	o->read_ahead = 1024 * 1024;
 
 	cur_pc = &pc;
 	rc = fuse_opt_parse(&args, o, zr_opt_spec, zr_opt_proc);
@@ -353,7 +362,7 @@ void zr_options_free(struct zr_options *o)
 		&o->comp_level_str, &o->cold_comp_str, &o->cold_level_str,
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
-		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str,
+		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -397,6 +406,8 @@ void zr_options_help(const char *prog)
 	       "    -o high_wm=PCT         usage of size where background reclaim starts (90)\n"
 	       "    -o low_wm=PCT          usage of size where reclaim stops (80)\n"
 	       "    -o max_fds=N           backing files kept open at most (4096)\n"
+	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 0 keeps the\n"
+	       "                           kernel's default of 128k; needs root (1m)\n"
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
 	       "    -o default_permissions let the kernel check permissions\n"
 	       "    -o ro                  mount read-only\n"

@@ -14,10 +14,14 @@
  *  - the first write to a file that carries security.capability removes it
  *    (data.c, zr_inode.has_caps).
  * The flag is added to the INIT reply only when the kernel offered it.
+ *
+ * Once the INIT reply is written, the mount's read-ahead window is set
+ * (set_read_ahead()), as the kernel would otherwise clamp it to 128 KiB.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,9 +150,36 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
+/*
+ * Set the kernel's read-ahead window of our mount to the read_ahead option.
+ * FUSE caps it at 128 KiB (the bdi default) whatever the daemon asks in
+ * INIT, and it applies that cap when it handles our INIT reply, so this is
+ * done just after. Sequential cold reads of large files then arrive as
+ * 1 MiB requests that two daemon threads decompress in parallel. Writing
+ * sysfs needs root; without it the kernel's default stays (not an error).
+ */
+static void set_read_ahead(struct zr_fs *fs)
+{
+	char path[96], val[32];
+	int fd, n;
+
+	if (!fs->opt->read_ahead || !fs->bdi[0])
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", fs->bdi);
+	n = snprintf(val, sizeof(val), "%llu\n",
+		     (unsigned long long)(fs->opt->read_ahead / 1024));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n)
+		zr_log(ZR_LOG_DEBUG, "read_ahead: cannot write %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
+	bool init_reply = false;
+	ssize_t n;
 
 	if (unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		struct fuse_out_header *out = iov[0].iov_base;
@@ -160,10 +191,14 @@ static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata
 			if (init_flags_in & FUSE_HANDLE_KILLPRIV_V2)
 				io->flags |= FUSE_HANDLE_KILLPRIV_V2;
 			__atomic_store_n(&init_unique, 0, __ATOMIC_RELEASE);
+			init_reply = true;
 		}
 	}
-	(void)userdata;
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	/* the kernel has applied the INIT reply when writev returns */
+	if (init_reply && n >= 0)
+		set_read_ahead(userdata);
+	return n;
 }
 
 /**

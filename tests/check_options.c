@@ -49,6 +49,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.dirty_expire_ms, 30000);
 	ck_assert_uint_eq(o.seq_cutoff, 4u << 20);
 	ck_assert_int_eq(o.cache, ZR_CACHE_WRITEBACK);
+	ck_assert_uint_eq(o.read_ahead, 1024 * 1024);
 	zr_options_free(&o);
 }
 END_TEST
@@ -74,7 +75,8 @@ START_TEST(test_values)
 	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o",
 			       "size=2g,comp=zstd,comp_level=-3,cold_comp=lz4hc,cold_level=12,"
 			       "block_size=16k,min_saving=25%,policy=lru,dirty_expire=500ms,"
-			       "seq_cutoff=0,cache=writethrough,high_wm=70,low_wm=50",
+			       "seq_cutoff=0,cache=writethrough,high_wm=70,low_wm=50,"
+			       "read_ahead=256k",
 			       "/b", "/m", NULL), 0);
 	ck_assert_uint_eq(o.store.budget, 2ull << 30);
 	ck_assert_int_eq(o.store.comp, ZR_CODEC_ZSTD);
@@ -89,6 +91,11 @@ START_TEST(test_values)
 	ck_assert_int_eq(o.cache, ZR_CACHE_WRITETHROUGH);
 	ck_assert_uint_eq(o.store.high_wm, 70);
 	ck_assert_uint_eq(o.store.low_wm, 50);
+	ck_assert_uint_eq(o.read_ahead, 256 * 1024);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "read_ahead=0", "/b", "/m", NULL), 0);
+	ck_assert_uint_eq(o.read_ahead, 0);
 	zr_options_free(&o);
 
 	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "size=10%", "/b", "/m", NULL), 0);
@@ -119,6 +126,9 @@ static const struct {
 	{ "seq_cutoff=lots", "seq_cutoff" },
 	{ "high_wm=50,low_wm=60", "low_wm" },
 	{ "max_fds=3", "max_fds" },
+	{ "read_ahead=1k", "read_ahead" },
+	{ "read_ahead=1g", "read_ahead" },
+	{ "read_ahead=fast", "read_ahead" },
 };
 
 START_TEST(test_bad)

@@ -17,7 +17,7 @@ echo "not a directory" >"$F"
 say "--help and --version"
 "$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
 for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
-	policy= dirty_expire= seq_cutoff= cache= allow_other; do
+	policy= dirty_expire= seq_cutoff= cache= read_ahead= allow_other; do
 	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
 done
 "$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
@@ -36,6 +36,18 @@ zr_umount
 zr_mount "comp=lz4hc,size=1g" "$B" "$M"
 grep -qx "size 1073741824" "$ZR_MNT/.zramfs/config" || fail "config lacks 'size 1073741824'"
 zr_umount
+
+say "read_ahead reaches the kernel's bdi of the mount (default 1m, 0 = kernel's)"
+for ra in default:1024 256k:256 4m:4096 0:; do
+	opt=${ra%%:*} want=${ra#*:}
+	if [ "$opt" = default ]; then zr_mount "" "$B" "$M"; else zr_mount "read_ahead=$opt" "$B" "$M"; fi
+	ls "$ZR_MNT" >/dev/null	# INIT is answered by now
+	bdi=/sys/class/bdi/$(mountpoint -d "$ZR_MNT")/read_ahead_kb
+	[ -r "$bdi" ] || fail "no $bdi"
+	[ -n "$want" ] || want=128	# VM_READAHEAD_PAGES, what FUSE clamps to
+	[ "$(cat "$bdi")" = "$want" ] || fail "read_ahead=$opt: $bdi is $(cat "$bdi"), want $want"
+	zr_umount
+done
 
 # nmounts: how many mounts are on $M or $B now.
 nmounts() {
