@@ -21,7 +21,7 @@
 # page cache, and "fits", no limit (N = 2 only).  The zramfs daemon runs
 # outside the cgroup with size= set to a quarter of the limit; its peak RSS
 # is added to the peak RAM.
-# Disk bytes: sectors written to the root device during the build
+# Disk bytes: sectors written to the device of BENCH_DISK during the build
 # (/proc/diskstats, the whole machine: other users add noise).
 # Output: build.tsv.
 . "$(dirname "$0")/lib.sh"
@@ -69,15 +69,17 @@ if [ -n "$KTREE" ]; then
 	PROJ=$KTREE
 	TARGETS=${BUILD_TARGETS:-lib/}
 	BASE_MB=${BUILD_LIMIT_MB:-64} JOB_MB=${BUILD_JOB_MB:-48}
-	echo "   project: Linux $(make -s -C "$PROJ" kernelversion 2>/dev/null) tinyconfig, make $TARGETS; $(du -sb --exclude=.complete "$PROJ" | cut -f1) bytes in $(find "$PROJ" -type f | wc -l) files"
+	PROJ_DESC="the Linux kernel $(make -s -C "$PROJ" kernelversion 2>/dev/null) (Debian's linux-source), tinyconfig, \`make -jN $TARGETS\` in a tree of $(du -sb --exclude=.complete "$PROJ" | cut -f1) bytes in $(find "$PROJ" -type f | wc -l) files"
 else
 	src_tmpfs 512M
 	"$BENCH_DIR/gen_cproject.sh" "$SRC/proj" "$NFILES"
 	PROJ=$SRC/proj
 	TARGETS=
 	BASE_MB=${BUILD_LIMIT_MB:-40} JOB_MB=${BUILD_JOB_MB:-24}
-	echo "   project: $NFILES generated .c files, $(du -sb "$SRC/proj" | cut -f1) bytes of source"
+	PROJ_DESC="a generated C project (gen_cproject.sh: $NFILES .c files, -O1 -g, $(du -sb "$SRC/proj" | cut -f1) bytes of source), \`make -jN\`"
 fi
+echo "   project: $PROJ_DESC"
+echo "$PROJ_DESC" >"$OUT/build.project"
 
 # build_once SYS MODE N: one build; sets B_T (secs), B_D (disk bytes), B_P
 # (peak RAM bytes).

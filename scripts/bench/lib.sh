@@ -9,8 +9,8 @@
 # here and removed by bench_cleanup, the EXIT trap, in every exit path; a
 # watchdog terminates the script after --timeout seconds.
 #
-# Systems: tmpfs, plain (a directory on the root filesystem under
-# /var/tmp), zram (kernel zram0, lz4, ext4), zramfs (defaults),
+# Systems: tmpfs, plain (a directory on the disk: under BENCH_DISK, by
+# default /var/tmp on the root filesystem), zram (kernel zram0, lz4, ext4), zramfs (defaults),
 # zramfs-none (cache=none: FUSE alone), zramfs-zstd (comp=zstd),
 # zramfs-16k (block_size=16k), zramfs-noseq (seq_cutoff=0: long sequential
 # streams stay in the tier instead of bypassing it).  `zram` is skipped with a note when
@@ -19,7 +19,11 @@
 # Environment: ZRAMFS (the daemon; default: the build tree's src/zramfs
 # next to this source tree, else zramfs in PATH), BENCH_CACHE (where the
 # generated input data is kept between runs, default /var/tmp/zrbench-cache),
-# ZRAMFS_OPTS (extra -o options for every zramfs system).
+# ZRAMFS_OPTS (extra -o options for every zramfs system), BENCH_DISK (the
+# directory on the disk that holds the plain system, zramfs backing
+# directories and the scripts' scratch files; default /var/tmp.  On a root
+# filesystem aged by millions of creates and deletes, point it at a fresh
+# ext4, or the plain figures measure ext4's inode allocator).
 
 set -euo pipefail
 
@@ -113,7 +117,7 @@ bench_init() {
 	[ -x "$ZRAMFS" ] || die "ZRAMFS=$ZRAMFS is not executable"
 	mkdir -p "$OUT" "$BENCH_CACHE"
 	OUT=$(realpath "$OUT")
-	BENCH_TMP=$(mktemp -d /var/tmp/zrbench-"$BENCH_NAME".XXXXXX)
+	BENCH_TMP=$(mktemp -d "${BENCH_DISK:-/var/tmp}"/zrbench-"$BENCH_NAME".XXXXXX)
 	trap bench_cleanup EXIT
 	trap 'echo "$BENCH_NAME: interrupted" >&2; exit 130' INT HUP
 	trap 'echo "$BENCH_NAME: terminated (timeout ${TIMEOUT}s?)" >&2; exit 124' TERM
@@ -143,6 +147,7 @@ machine_desc() {
 	echo "nproc: $(nproc)"
 	echo "ram: $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "root: $(findmnt -n -o SOURCE,FSTYPE /)"
+	echo "disk dir: ${BENCH_DISK:-/var/tmp} on $(findmnt -n -o SOURCE,FSTYPE --target "${BENCH_DISK:-/var/tmp}")"
 	echo "zramfs: $ZRAMFS ($("$ZRAMFS" --version 2>&1 | grep -i zramfs | head -1))"
 	echo "other fuse mounts: $(awk '$3 ~ /^fuse/' /proc/mounts | wc -l)"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -211,7 +216,7 @@ mount_system() {
 		BENCH_MOUNTS+=("$dir")
 		;;
 	plain)
-		# a directory on the root filesystem (BENCH_TMP is under /var/tmp)
+		# a directory on the disk (BENCH_TMP is under BENCH_DISK)
 		;;
 	zram)
 		zram_usable || die "zram0 is missing or busy"
@@ -289,10 +294,11 @@ daemon_cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat
 # daemon_rss PID: resident bytes.
 daemon_rss() { awk '/^VmRSS:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
 
-# disk_written: bytes written to the root filesystem's device so far.
+# disk_written: bytes written so far to the device of the filesystem that
+# holds BENCH_TMP (the plain system and the zramfs backing directories).
 disk_written() {
 	local dev
-	dev=$(basename "$(findmnt -n -o SOURCE /)")
+	dev=$(basename "$(findmnt -n -o SOURCE --target "$BENCH_TMP")")
 	awk -v d="$dev" '$3 == d { printf "%.0f\n", $10 * 512 }' /proc/diskstats
 }
 

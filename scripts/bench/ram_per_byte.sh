@@ -42,7 +42,12 @@ else
 	DIRS=$(kernel_tree)
 	[ -n "$DIRS" ] || DIRS="/usr/include /usr/share"
 fi
-say "tree: $DIRS"
+case $DIRS in
+*/linux-source-*) TREE_DESC="the Linux kernel's source ($(basename "$DIRS"), Debian's linux-source)" ;;
+*) TREE_DESC=$DIRS ;;
+esac
+echo "   tree: $TREE_DESC"
+echo "$TREE_DESC" >"$OUT/ram_per_byte.tree"
 
 tsv_header "$OUT/ram_per_byte.tsv" system apparent_bytes files mem_bytes tier_bytes ram_per_byte
 printf '   %-12s %12s %8s %12s %12s %6s\n' system apparent files mem tier ratio

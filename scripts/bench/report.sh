@@ -121,9 +121,9 @@ if have build.tsv; then
 	echo "## 3. Build under memory pressure (\`scripts/bench/build.sh\`)"
 	echo
 	secnote build
-	echo "A generated C project (see the script: gen_cproject.sh, -O1 -g), \`make -jN\`"
+	echo "Code base: $(cat "$out/build.project" 2>/dev/null || echo "see the script"),"
 	echo "inside a cgroup v1 memory cgroup (pressure: the limit shown; fits: no"
-	echo "limit).  Disk bytes: written to the root device during the build (whole"
+	echo "limit).  Disk bytes: written to the device holding the plain and backing directories during the build (whole"
 	echo "machine).  Peak: the cgroup's max_usage_in_bytes plus, for zramfs, the"
 	echo "daemon's peak RSS (it runs outside the cgroup with size= a quarter of the limit)."
 	echo
@@ -145,7 +145,7 @@ if have size_sweep.tsv; then
 	secnote size_sweep
 	echo "fio random 70/30 read/write, 16 KiB, zipf 1.1, over a file of 2:1"
 	echo "compressible data written back first; zramfs \`size=\` as a percentage"
-	echo "of the file.  Disk bytes: written to the root device during the random phase."
+	echo "of the file.  Disk bytes: written to the device holding the plain and backing directories during the random phase."
 	echo
 	echo "| system | size= % of working set | size MiB | secs | ×plain | disk MiB |"
 	echo "|---|---:|---:|---:|---:|---:|"
@@ -181,7 +181,7 @@ if have ram_per_byte.tsv; then
 	echo "## 6. RAM per stored byte (\`scripts/bench/ram_per_byte.sh\`)"
 	echo
 	secnote ram_per_byte
-	echo "/usr/include and /usr/share copied onto each system; after sync, a cache"
+	echo "Tree: $(cat "$out/ram_per_byte.tree" 2>/dev/null || echo "/usr/include and /usr/share"), copied onto each system; after sync, a cache"
 	echo "drop and 12 s idle (zramfs's writeback thread recompresses idle blocks every"
 	echo "~5 s, so it has passed at least twice), RAM used ÷ apparent size (du -sb)."
 	echo

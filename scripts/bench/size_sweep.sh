@@ -8,7 +8,7 @@
 # written back first, then random reads and writes (70/30, 16 KiB, zipf 1.1
 # access skew, the hot/cold shape of real working sets) until 1 GiB (256 MiB)
 # has moved.  Reported: elapsed time of the random phase and bytes written
-# to the root device during it (/proc/diskstats; noisy on a shared
+# to the device of BENCH_DISK during it (/proc/diskstats; noisy on a shared
 # machine).  Output: size_sweep.tsv.
 . "$(dirname "$0")/lib.sh"
 
