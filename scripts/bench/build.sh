@@ -26,7 +26,7 @@
 # Output: build.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,plain,zram,zramfs" 900 60 "$@"
+bench_init "tmpfs,plain,zram,zramfs" 2400 60 "$@"
 [ -d /sys/fs/cgroup/memory ] || die "the cgroup v1 memory controller is not at /sys/fs/cgroup/memory"
 
 if [ "$QUICK" = 1 ]; then
@@ -42,7 +42,8 @@ kernel_project() {
 	local tarball dir d a
 	tarball=$(ls /usr/src/linux-source-*.tar.xz 2>/dev/null | tail -1)
 	[ -n "$tarball" ] || return 0
-	for a in flex bison bc; do command -v $a >/dev/null || return 0; done
+	for a in flex bison bc; do command -v $a >/dev/null || { say "no $a: a generated project instead of the kernel"; return 0; }; done
+	[ -e /usr/include/gelf.h ] || { say "no libelf-dev (objtool needs it): a generated project instead of the kernel"; return 0; }
 	dir=$BENCH_CACHE/kbuild-$(basename "$tarball" .tar.xz)
 	if [ ! -e "$dir/.complete" ]; then
 		say "preparing a tinyconfig kernel tree from $tarball in $dir (once)"

@@ -65,7 +65,8 @@ echo
 sed 's/^/    /' "$out/machine.txt"
 echo
 if [ -n "$note" ]; then echo "$note"; echo; fi
-echo "Systems: **tmpfs**; **plain**, a directory on the root ext4 (virtio disk);"
+disk=$(awk -F': ' '$1 == "disk dir" { print $2; exit }' "$out/machine.txt" 2>/dev/null)
+echo "Systems: **tmpfs**; **plain**, a directory in ${disk:-/var/tmp on the root ext4} (zramfs's backing directories are there too);"
 echo "**zram**, kernel zram0 with lz4 and ext4; **zramfs** with its defaults"
 echo "(lz4, 64 KiB blocks, writeback); **zramfs-none**, \`cache=none\` (FUSE"
 echo "alone); **zramfs-zstd** (\`comp=zstd\`) and **zramfs-16k** (\`block_size=16k\`)."
