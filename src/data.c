@@ -459,6 +459,144 @@ static bool tier_tight(struct zr_fs *fs)
  * @len are whole blocks, else exclusive; @fd is the file's fd.
  * @return bytes written (short only when an error stopped it) or -errno.
  */
+/* Blocks per queued run of fill_enqueue(). */
+#define ZR_FILL_RUN 256
+/* Copies wait until no stream has queued any for this long (ms). */
+#define ZR_FILL_PAUSE_MS 50
+
+/*
+ * Queue block @idx of @ino, just written to the backing file by a bypassed
+ * stream, for a clean copy in the tier. The writeback thread makes it
+ * (fill_drain), so the writer does not wait for the compressor. It is only
+ * a cache: when the queue is full the block is not copied. Caller holds
+ * ino->lock (shared or exclusive).
+ */
+static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
+{
+	struct zr_fill *last;
+	bool wake = false;
+
+	pthread_mutex_lock(&fs->fill_lock);
+	if (fs->fill_len) {
+		last = &fs->fill_q[(fs->fill_head + fs->fill_len - 1) % ZR_FILL_QLEN];
+		if (last->ino == ino && last->idx + last->n == idx && last->n < ZR_FILL_RUN) {
+			last->n++;
+			goto out;
+		}
+	}
+	if (fs->fill_len == ZR_FILL_QLEN)
+		goto out;
+	zr_inode_ref(fs, ino);
+	fs->fill_q[(fs->fill_head + fs->fill_len) % ZR_FILL_QLEN] =
+		(struct zr_fill){ .ino = ino, .idx = idx, .n = 1 };
+	wake = fs->fill_len++ == 0;
+out:
+	fs->fill_last_ms = zr_now_ms();
+	pthread_mutex_unlock(&fs->fill_lock);
+	if (wake) {
+		pthread_mutex_lock(&fs->wb_lock);
+		pthread_cond_broadcast(&fs->wb_cond);
+		pthread_mutex_unlock(&fs->wb_lock);
+	}
+}
+
+/*
+ * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
+ * as clean blocks, each under ino->lock held exclusive: no writer can change
+ * the block meanwhile, and a block already in the tier (newer, maybe dirty)
+ * is left alone, so the backing file holds the file's data for every block
+ * copied. Stops when the tier gets tight. @blk: a block-sized buffer.
+ */
+static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
+		     uint32_t n, char *blk)
+{
+	uint64_t bs = fs->bs, at;
+	ssize_t got;
+	bool raw;
+	int fd;
+
+	for (; n > 0; n--, idx++) {
+		/* (unlinked is read without ns_lock: a stale answer costs a
+		 * copy that goes with the inode) */
+		if (__atomic_load_n(&ino->unlinked, __ATOMIC_RELAXED) ||
+		    tier_tight(fs) || zr_store_make_room(fs->store, bs) != 0)
+			return;
+		fd = zr_fd_get(fs, ino);
+		if (fd < 0)
+			return;
+		pthread_rwlock_wrlock(&ino->lock);
+		if (ino->blocks && idx * bs < load_size(ino) &&
+		    !(zr_file_next_present(ino->blocks, idx, &at) && at == idx)) {
+			got = full_pread(fd, blk, bs, (off_t)(idx * bs));
+			if (got >= 0) {
+				zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
+				if ((uint64_t)got < bs)
+					memset(blk + got, 0, bs - (uint64_t)got);
+				raw = false;
+				if (zr_file_write_raw(ino->blocks, idx, blk, ZR_WRITE_CLEAN, &raw) == 0) {
+					zr_stat_add(&fs->stream_copies, 1);
+					if ((uint64_t)got == bs)
+						note_raw(ino, raw);
+				}
+			}
+		}
+		pthread_rwlock_unlock(&ino->lock);
+		zr_fd_put(fs, ino);
+	}
+}
+
+/*
+ * Make the clean copies queued by fill_enqueue(), until the queue is empty
+ * or @max_ms have passed (what is left waits for the next call). Runs in the
+ * writeback thread. @return whether copies are still queued.
+ */
+static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
+{
+	uint64_t deadline = zr_now_ms() + max_ms;
+	char *blk = scratch_block();
+	struct zr_fill e;
+
+	if (!blk)
+		return false;
+	for (;;) {
+		pthread_mutex_lock(&fs->fill_lock);
+		/* wait for a pause in the writes: while a stream goes on,
+		 * both cores are busy with it */
+		if (!fs->fill_len || zr_now_ms() >= deadline ||
+		    zr_now_ms() - fs->fill_last_ms < ZR_FILL_PAUSE_MS) {
+			bool more = fs->fill_len != 0;
+
+			pthread_mutex_unlock(&fs->fill_lock);
+			return more;
+		}
+		e = fs->fill_q[fs->fill_head];
+		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
+		fs->fill_len--;
+		pthread_mutex_unlock(&fs->fill_lock);
+		fill_run(fs, e.ino, e.idx, e.n, blk);
+		zr_inode_unref(fs, e.ino);
+	}
+}
+
+/* Forget the queue (at unmount), dropping its inode references. */
+static void fill_discard(struct zr_fs *fs)
+{
+	struct zr_fill e;
+
+	for (;;) {
+		pthread_mutex_lock(&fs->fill_lock);
+		if (!fs->fill_len) {
+			pthread_mutex_unlock(&fs->fill_lock);
+			return;
+		}
+		e = fs->fill_q[fs->fill_head];
+		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
+		fs->fill_len--;
+		pthread_mutex_unlock(&fs->fill_lock);
+		zr_inode_unref(fs, e.ino);
+	}
+}
+
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				 const char *data, size_t len, uint64_t off,
 				 bool writepage)
@@ -523,19 +661,22 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			zr_file_io_unlock(ino->blocks);
 			if (rc == 0) {
 				zr_stat_add(&fs->bytes_written_backing, wlen);
-				/* keep a clean copy: writethrough always, a
-				 * stream while the tier has room and the data
-				 * compresses */
-				if (wt || (!tier_tight(fs) &&
-					   (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
-					    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) %
-					    ZR_RAW_PROBE == 0))) {
+				/* keep a clean copy: writethrough always, at
+				 * once; a stream while the tier has room and
+				 * the data compresses, made later by the
+				 * writeback thread (fill_drain) */
+				if (wt) {
 					bool raw = false;
 
 					if (zr_file_write_raw(ino->blocks, idx, src,
 							      ZR_WRITE_CLEAN, &raw) == 0 &&
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);
+				} else if (!tier_tight(fs) &&
+					   (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
+					    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) %
+					    ZR_RAW_PROBE == 0)) {
+					fill_enqueue(fs, ino, idx);
 				}
 			}
 			/* else the backing refused (full, EIO): keep the
@@ -1029,12 +1170,16 @@ static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	uint64_t last_sweep = zr_now_ms();
+	bool more_fill = false;
 
 	pthread_mutex_lock(&fs->wb_lock);
 	while (!fs->wb_stop) {
 		struct timespec ts;
 		uint64_t expire = __atomic_load_n(&fs->dirty_expire_ms, __ATOMIC_RELAXED);
 		uint64_t period = ZR_MAX(ZR_MIN(expire / 4, 1000), 50);
+
+		if (more_fill)
+			period = 20;	/* copies are still queued: go on soon */
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += (long)(period % 1000) * 1000000L;
@@ -1046,6 +1191,7 @@ static void *wb_main(void *arg)
 		pthread_mutex_unlock(&fs->wb_lock);
 
 		(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
+		more_fill = fill_drain(fs, 200);
 		psi_shrink(fs);
 		if (zr_store_above_high(fs->store)) {
 			struct zr_stats s;
@@ -1101,4 +1247,5 @@ void zr_wb_stop(struct zr_fs *fs)
 	pthread_mutex_unlock(&fs->wb_lock);
 	pthread_join(fs->wb_thread, NULL);
 	fs->wb_running = false;
+	fill_discard(fs);
 }

@@ -127,6 +127,8 @@ struct zr_inode {
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 };
 
+#define ZR_FILL_QLEN 512		/* queued runs of blocks to copy into the tier */
+
 struct zr_fs {
 	struct zr_options *opt;
 	struct fuse_session *se;
@@ -151,6 +153,7 @@ struct zr_fs {
 	uint64_t bytes_written_backing;
 	uint64_t fd_opens;
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
+	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
 
 	/* writeback thread */
 	pthread_t wb_thread;
@@ -159,6 +162,21 @@ struct zr_fs {
 	bool wb_stop;			/* wb_lock */
 	bool wb_running;
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
+
+	/*
+	 * Blocks of bypassed streams waiting for a clean copy in the tier
+	 * (data.c: fill_enqueue, fill_drain), made by the writeback thread so
+	 * that compression stays off the write path. Each entry holds an
+	 * inode reference. Lock order: ino->lock, fill_lock, itable_lock.
+	 */
+	pthread_mutex_t fill_lock;
+	struct zr_fill {
+		struct zr_inode *ino;
+		uint64_t idx;		/* first block */
+		uint32_t n;		/* blocks */
+	} fill_q[ZR_FILL_QLEN];		/* fill_lock: ring buffer */
+	unsigned fill_head, fill_len;	/* fill_lock */
+	uint64_t fill_last_ms;		/* fill_lock: when a copy was last queued */
 
 	dev_t backing_dev;
 	char bdi[32];			/* "MAJ:MIN" of our mount, set before the loop; "" if unknown */
