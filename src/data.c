@@ -339,6 +339,8 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	char *blk;
 	int fd, rc = 0;
 
+	/* queued stream copies wait while reads go on (fill_drain) */
+	__atomic_store_n(&fs->fg_last_ms, zr_now_ms(), __ATOMIC_RELAXED);
 	rc = attach_cached(fs, ino);
 	if (rc)
 		return rc;
@@ -461,7 +463,8 @@ static bool tier_tight(struct zr_fs *fs)
  */
 /* Blocks per queued run of fill_enqueue(). */
 #define ZR_FILL_RUN 256
-/* Copies wait until no stream has queued any for this long (ms). */
+/* Copies wait until no stream has queued any, and nothing was read, for
+ * this long (ms). */
 #define ZR_FILL_PAUSE_MS 50
 
 /*
@@ -491,7 +494,7 @@ static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 		(struct zr_fill){ .ino = ino, .idx = idx, .n = 1 };
 	wake = fs->fill_len++ == 0;
 out:
-	fs->fill_last_ms = zr_now_ms();
+	__atomic_store_n(&fs->fg_last_ms, zr_now_ms(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fs->fill_lock);
 	if (wake) {
 		pthread_mutex_lock(&fs->wb_lock);
@@ -560,10 +563,12 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 		return false;
 	for (;;) {
 		pthread_mutex_lock(&fs->fill_lock);
-		/* wait for a pause in the writes: while a stream goes on,
-		 * both cores are busy with it */
+		/* wait for a pause in streams and reads: while they go on,
+		 * both cores are busy with them (a read that misses inserts
+		 * its own copy) */
 		if (!fs->fill_len || zr_now_ms() >= deadline ||
-		    zr_now_ms() - fs->fill_last_ms < ZR_FILL_PAUSE_MS) {
+		    zr_now_ms() - __atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) <
+		    ZR_FILL_PAUSE_MS) {
 			bool more = fs->fill_len != 0;
 
 			pthread_mutex_unlock(&fs->fill_lock);

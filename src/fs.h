@@ -176,7 +176,7 @@ struct zr_fs {
 		uint32_t n;		/* blocks */
 	} fill_q[ZR_FILL_QLEN];		/* fill_lock: ring buffer */
 	unsigned fill_head, fill_len;	/* fill_lock */
-	uint64_t fill_last_ms;		/* fill_lock: when a copy was last queued */
+	uint64_t fg_last_ms;		/* relaxed atomic: last read, or copy queued */
 
 	dev_t backing_dev;
 	char bdi[32];			/* "MAJ:MIN" of our mount, set before the loop; "" if unknown */
