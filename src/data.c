@@ -548,9 +548,39 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 	}
 }
 
+/* Take the oldest queued run into @e. @return false when the queue is empty. */
+static bool fill_pop(struct zr_fs *fs, struct zr_fill *e)
+{
+	bool got;
+
+	pthread_mutex_lock(&fs->fill_lock);
+	got = fs->fill_len != 0;
+	if (got) {
+		*e = fs->fill_q[fs->fill_head];
+		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
+		fs->fill_len--;
+	}
+	pthread_mutex_unlock(&fs->fill_lock);
+	return got;
+}
+
+/* Whether runs are queued and nothing was read or queued for ZR_FILL_PAUSE_MS. */
+static bool fill_ready(struct zr_fs *fs)
+{
+	unsigned len;
+
+	pthread_mutex_lock(&fs->fill_lock);
+	len = fs->fill_len;
+	pthread_mutex_unlock(&fs->fill_lock);
+	return len && zr_now_ms() - __atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) >=
+		ZR_FILL_PAUSE_MS;
+}
+
 /*
  * Make the clean copies queued by fill_enqueue(), until the queue is empty
- * or @max_ms have passed (what is left waits for the next call). Runs in the
+ * or @max_ms have passed (what is left waits for the next call). They wait
+ * for a pause in streams and reads: while those go on, both cores are busy
+ * with them (and a read that misses inserts its own copy). Runs in the
  * writeback thread. @return whether copies are still queued.
  */
 static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
@@ -558,29 +588,18 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 	uint64_t deadline = zr_now_ms() + max_ms;
 	char *blk = scratch_block();
 	struct zr_fill e;
+	unsigned left;
 
 	if (!blk)
 		return false;
-	for (;;) {
-		pthread_mutex_lock(&fs->fill_lock);
-		/* wait for a pause in streams and reads: while they go on,
-		 * both cores are busy with them (a read that misses inserts
-		 * its own copy) */
-		if (!fs->fill_len || zr_now_ms() >= deadline ||
-		    zr_now_ms() - __atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) <
-		    ZR_FILL_PAUSE_MS) {
-			bool more = fs->fill_len != 0;
-
-			pthread_mutex_unlock(&fs->fill_lock);
-			return more;
-		}
-		e = fs->fill_q[fs->fill_head];
-		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
-		fs->fill_len--;
-		pthread_mutex_unlock(&fs->fill_lock);
+	while (zr_now_ms() < deadline && fill_ready(fs) && fill_pop(fs, &e)) {
 		fill_run(fs, e.ino, e.idx, e.n, blk);
 		zr_inode_unref(fs, e.ino);
 	}
+	pthread_mutex_lock(&fs->fill_lock);
+	left = fs->fill_len;
+	pthread_mutex_unlock(&fs->fill_lock);
+	return left != 0;
 }
 
 /* Forget the queue (at unmount), dropping its inode references. */
@@ -588,18 +607,8 @@ static void fill_discard(struct zr_fs *fs)
 {
 	struct zr_fill e;
 
-	for (;;) {
-		pthread_mutex_lock(&fs->fill_lock);
-		if (!fs->fill_len) {
-			pthread_mutex_unlock(&fs->fill_lock);
-			return;
-		}
-		e = fs->fill_q[fs->fill_head];
-		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
-		fs->fill_len--;
-		pthread_mutex_unlock(&fs->fill_lock);
+	while (fill_pop(fs, &e))
 		zr_inode_unref(fs, e.ino);
-	}
 }
 
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
