@@ -314,6 +314,27 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 #define ZR_RAW_RUN 16
 #define ZR_RAW_PROBE 64
 
+/* Copies wait until no stream has queued any, and nothing was read, for
+ * this long (ms). */
+#define ZR_FILL_PAUSE_MS 50
+
+/* Whether nothing was read, and no copy queued, for ZR_FILL_PAUSE_MS. */
+static bool fill_paused(struct zr_fs *fs)
+{
+	return zr_now_ms() - __atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) >=
+		ZR_FILL_PAUSE_MS;
+}
+
+/* Note foreground I/O (a read, a queued copy) for fill_paused(). At most
+ * one store per millisecond: readers on both cores share the line. */
+static void fill_note_io(struct zr_fs *fs)
+{
+	uint64_t now = zr_now_ms();
+
+	if (__atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) != now)
+		__atomic_store_n(&fs->fg_last_ms, now, __ATOMIC_RELAXED);
+}
+
 static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
 {
 	uint64_t next = __atomic_load_n(&ino->seq_next, __ATOMIC_RELAXED);
@@ -339,8 +360,7 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	char *blk;
 	int fd, rc = 0;
 
-	/* queued stream copies wait while reads go on (fill_drain) */
-	__atomic_store_n(&fs->fg_last_ms, zr_now_ms(), __ATOMIC_RELAXED);
+	fill_note_io(fs);	/* queued stream copies wait while reads go on */
 	rc = attach_cached(fs, ino);
 	if (rc)
 		return rc;
@@ -456,16 +476,8 @@ static bool tier_tight(struct zr_fs *fs)
 	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
 }
 
-/*
- * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
- * @len are whole blocks, else exclusive; @fd is the file's fd.
- * @return bytes written (short only when an error stopped it) or -errno.
- */
 /* Blocks per queued run of fill_enqueue(). */
 #define ZR_FILL_RUN 256
-/* Copies wait until no stream has queued any, and nothing was read, for
- * this long (ms). */
-#define ZR_FILL_PAUSE_MS 50
 
 /*
  * Queue block @idx of @ino, just written to the backing file by a bypassed
@@ -494,8 +506,8 @@ static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 		(struct zr_fill){ .ino = ino, .idx = idx, .n = 1 };
 	wake = fs->fill_len++ == 0;
 out:
-	__atomic_store_n(&fs->fg_last_ms, zr_now_ms(), __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fs->fill_lock);
+	fill_note_io(fs);
 	if (wake) {
 		pthread_mutex_lock(&fs->wb_lock);
 		pthread_cond_broadcast(&fs->wb_cond);
@@ -506,14 +518,14 @@ out:
 /*
  * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
  * as clean blocks, each under ino->lock held exclusive: no writer can change
- * the block meanwhile, and a block already in the tier (newer, maybe dirty)
- * is left alone, so the backing file holds the file's data for every block
- * copied. Stops when the tier gets tight. @blk: a block-sized buffer.
+ * the block meanwhile, and the store never puts a clean block over one it
+ * holds (newer, maybe dirty), so every block copied is the file's data.
+ * Stops when the tier gets tight. @blk: a block-sized buffer.
  */
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		     uint32_t n, char *blk)
 {
-	uint64_t bs = fs->bs, at;
+	uint64_t bs = fs->bs;
 	ssize_t got;
 	bool raw;
 	int fd;
@@ -528,8 +540,7 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		if (fd < 0)
 			return;
 		pthread_rwlock_wrlock(&ino->lock);
-		if (ino->blocks && idx * bs < load_size(ino) &&
-		    !(zr_file_next_present(ino->blocks, idx, &at) && at == idx)) {
+		if (ino->blocks && idx * bs < load_size(ino)) {
 			got = full_pread(fd, blk, bs, (off_t)(idx * bs));
 			if (got >= 0) {
 				zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
@@ -564,18 +575,6 @@ static bool fill_pop(struct zr_fs *fs, struct zr_fill *e)
 	return got;
 }
 
-/* Whether runs are queued and nothing was read or queued for ZR_FILL_PAUSE_MS. */
-static bool fill_ready(struct zr_fs *fs)
-{
-	unsigned len;
-
-	pthread_mutex_lock(&fs->fill_lock);
-	len = fs->fill_len;
-	pthread_mutex_unlock(&fs->fill_lock);
-	return len && zr_now_ms() - __atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) >=
-		ZR_FILL_PAUSE_MS;
-}
-
 /*
  * Make the clean copies queued by fill_enqueue(), until the queue is empty
  * or @max_ms have passed (what is left waits for the next call). They wait
@@ -592,7 +591,7 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 
 	if (!blk)
 		return false;
-	while (zr_now_ms() < deadline && fill_ready(fs) && fill_pop(fs, &e)) {
+	while (zr_now_ms() < deadline && fill_paused(fs) && fill_pop(fs, &e)) {
 		fill_run(fs, e.ino, e.idx, e.n, blk);
 		zr_inode_unref(fs, e.ino);
 	}
@@ -611,6 +610,11 @@ static void fill_discard(struct zr_fs *fs)
 		zr_inode_unref(fs, e.ino);
 }
 
+/*
+ * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
+ * @len are whole blocks, else exclusive; @fd is the file's fd.
+ * @return bytes written (short only when an error stopped it) or -errno.
+ */
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				 const char *data, size_t len, uint64_t off,
 				 bool writepage)
