@@ -124,6 +124,9 @@ static char *render_stats(struct zr_fs *fs)
 	P("fd_opens", zr_stat_read(&fs->fd_opens));
 	P("psi_shrinks", zr_stat_read(&fs->psi_shrinks));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));
+	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
+	P("cpu_latency_held", zr_cpulat_held(fs) ? 1 : 0);
+	P("cpu_latency_raised", zr_cpulat_raised(fs));
 #undef P
 	fclose(f);
 	return buf;
@@ -167,6 +170,10 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "low_wm %u\n", c->low_wm);
 	fprintf(f, "max_fds %u\n", o->max_fds);
 	fprintf(f, "read_ahead %llu\n", (unsigned long long)o->read_ahead);
+	if (o->cpu_latency < 0)
+		fprintf(f, "cpu_latency off\n");
+	else
+		fprintf(f, "cpu_latency %d\n", o->cpu_latency);
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

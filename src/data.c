@@ -499,8 +499,10 @@ static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 			goto out;
 		}
 	}
-	if (fs->fill_len == ZR_FILL_QLEN)
+	if (fs->fill_len == ZR_FILL_QLEN) {
+		zr_stat_add(&fs->fill_dropped, 1);
 		goto out;
+	}
 	zr_inode_ref(fs, ino);
 	fs->fill_q[(fs->fill_head + fs->fill_len) % ZR_FILL_QLEN] =
 		(struct zr_fill){ .ino = ino, .idx = idx, .n = 1 };

@@ -47,13 +47,14 @@ struct zr_options {
 	char *size_str, *comp_str, *comp_level_str, *cold_comp_str;
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
-	char *low_wm_str, *max_fds_str, *read_ahead_str;
+	char *low_wm_str, *max_fds_str, *read_ahead_str, *cpu_latency_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
 	enum zr_cache_mode cache;
 	unsigned max_fds;		/* size of the fd cache */
 	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its default */
+	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -177,6 +178,20 @@ struct zr_fs {
 	} fill_q[ZR_FILL_QLEN];		/* fill_lock: ring buffer */
 	unsigned fill_head, fill_len;	/* fill_lock */
 	uint64_t fg_last_ms;		/* relaxed atomic: last read, or copy queued */
+	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
+
+	/* CPU latency request while requests flow (cpulat.c, which says
+	 * which lock protects what) */
+	int lat_fd;			/* /dev/cpu_dma_latency, -1 if not used */
+	bool lat_inited, lat_running;
+	uint64_t lat_last_ms;		/* relaxed atomic: last request read */
+	pthread_mutex_t lat_lock;
+	pthread_cond_t lat_cond;	/* lat_lock; CLOCK_MONOTONIC */
+	pthread_t lat_thread;
+	bool lat_held;			/* lat_lock; relaxed atomic reads */
+	bool lat_failed;		/* lat_lock; relaxed atomic reads */
+	bool lat_stop;			/* lat_lock */
+	uint64_t lat_raised;		/* relaxed atomic: times the request was raised */
 
 	dev_t backing_dev;
 	char bdi[32];			/* "MAJ:MIN" of our mount, set before the loop; "" if unknown */
@@ -241,6 +256,13 @@ void zr_wb_stop(struct zr_fs *fs);
 
 /* session.c */
 int zr_session_hook(struct zr_fs *fs);
+
+/* cpulat.c */
+int zr_cpulat_start(struct zr_fs *fs);
+void zr_cpulat_stop(struct zr_fs *fs);
+void zr_cpulat_busy(struct zr_fs *fs);
+bool zr_cpulat_held(struct zr_fs *fs);
+uint64_t zr_cpulat_raised(struct zr_fs *fs);
 
 /* ctl.c: the control directory */
 #define ZR_CTL_INO_DIR   ((fuse_ino_t)2)

@@ -256,6 +256,11 @@ int main(int argc, char *argv[])
 		zr_log(ZR_LOG_ERR, "cannot start the writeback thread: %s", strerror(-rc));
 		goto out_unmount;
 	}
+	rc = zr_cpulat_start(&the_fs);
+	if (rc) {
+		zr_log(ZR_LOG_ERR, "cannot start the CPU latency thread: %s", strerror(-rc));
+		goto out_unmount;
+	}
 
 	if (opt.singlethread) {
 		rc = fuse_session_loop(the_fs.se);
@@ -268,6 +273,7 @@ int main(int argc, char *argv[])
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
+	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
 	if (rc)
 		zr_log(ZR_LOG_WARNING, "session loop ended with %d", rc);
@@ -277,6 +283,7 @@ out_unmount:
 out_session:
 	fuse_session_destroy(the_fs.se);
 out_store:
+	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
 	zr_fs_destroy(&the_fs);
 	zr_store_destroy(the_fs.store);

@@ -52,6 +52,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("low_wm=%s", low_wm_str),
 	ZR_OPT("max_fds=%s", max_fds_str),
 	ZR_OPT("read_ahead=%s", read_ahead_str),
+	ZR_OPT("cpu_latency=%s", cpu_latency_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -309,6 +310,18 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->read_ahead_str, "");
 		o->read_ahead = v;
 	}
+	if (o->cpu_latency_str) {
+		unsigned us;
+
+		if (strcmp(o->cpu_latency_str, "off") == 0)
+			o->cpu_latency = -1;
+		else if (parse_uint_pct(o->cpu_latency_str, 0, 100000, &us) == 0 &&
+			 !strchr(o->cpu_latency_str, '%'))
+			o->cpu_latency = (int)us;
+		else
+			return bad(pc, "invalid value '%s' for cpu_latency: expected microseconds, 0..100000, or off%s",
+				   o->cpu_latency_str, "");
+	}
 	if (!o->backing && !o->show_help && !o->show_version) {
 		snprintf(pc->err, pc->errlen,
 			 "missing MOUNTPOINT (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)");
@@ -337,6 +350,7 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
 	o->cache = ZR_CACHE_WRITEBACK;
 	o->max_fds = 4096;
 	o->read_ahead = 1024 * 1024;
+	o->cpu_latency = 0;
 
 	cur_pc = &pc;
 	rc = fuse_opt_parse(&args, o, zr_opt_spec, zr_opt_proc);
@@ -362,7 +376,7 @@ void zr_options_free(struct zr_options *o)
 		&o->comp_level_str, &o->cold_comp_str, &o->cold_level_str,
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
-		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str,
+		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->cpu_latency_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -408,6 +422,9 @@ void zr_options_help(const char *prog)
 	       "    -o max_fds=N           backing files kept open at most (4096)\n"
 	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 0 keeps the\n"
 	       "                           kernel's default of 128k; needs root (1m)\n"
+	       "    -o cpu_latency=US|off  while requests flow (and 0.5 s after), keep idle CPUs\n"
+	       "                           in states that wake within US microseconds (PM QoS,\n"
+	       "                           /dev/cpu_dma_latency; 0 = poll); needs root (0)\n"
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
 	       "    -o default_permissions let the kernel check permissions\n"
 	       "    -o ro                  mount read-only\n"

@@ -17,6 +17,8 @@
  *
  * Once the INIT reply is written, the mount's read-ahead window is set
  * (set_read_ahead()), as the kernel would otherwise clamp it to 128 KiB.
+ *
+ * Every request read is noted for the CPU latency request (cpulat.c).
  */
 #include "config.h"
 
@@ -111,6 +113,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 
 	if (n < (ssize_t)sizeof(*in))
 		return n;
+	zr_cpulat_busy(fs);
 	switch (in->opcode) {
 	case FUSE_INIT:
 		if ((size_t)n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2)) {
