@@ -12,16 +12,18 @@
  * inter-processor interrupt, which on the 2-vCPU machines we test on
  * doubled the time of an untar of 10,000 files (3.9 s against 1.9 s).
  *
- * While requests flow, we hold a CPU latency request of the kernel's PM QoS
- * (/dev/cpu_dma_latency, the interface tuned and real-time tools use) of
- * cpu_latency µs: cpuidle then only picks idle states that wake at least
- * that fast (at 0, idle CPUs poll). ZR_LAT_HOLD_MS after the last request
- * the request is put back to "no constraint", so a mount that is not used
- * costs no power; cpu_latency=off never asks. Without the device (not
- * root, a container) the option does nothing and says so once.
+ * While requests come in bursts, we hold a CPU latency request of the
+ * kernel's PM QoS (/dev/cpu_dma_latency, the interface tuned and real-time
+ * tools use) of cpu_latency µs: cpuidle then only picks idle states that
+ * wake at least that fast (at 0, idle CPUs poll). ZR_LAT_HOLD_MS after the
+ * last burst the request is put back to "no constraint", so a mount that is
+ * used lightly or not at all costs no power; cpu_latency=off never asks.
+ * Without the device (not root, a container) the option does nothing and
+ * says so once.
  *
  * Locking: lat_fd and lat_running are set before the session loop starts
- * and cleared after it ends. lat_last_ms is a relaxed atomic. lat_held and
+ * and cleared after it ends. lat_last_ms (the last burst), lat_win and
+ * lat_count (requests in the current window) are relaxed atomics. lat_held and
  * lat_failed are read without the lock (the fast path) and changed, like
  * everything written to lat_fd, under lat_lock; so is lat_stop.
  * lat_raised is a relaxed atomic counter.
@@ -39,7 +41,15 @@
 #include "fs.h"
 #include "zr_util.h"
 
-/* The request is dropped this long after the last FUSE request (ms). */
+/*
+ * A burst is at least ZR_LAT_BURST requests within one window of
+ * ZR_LAT_WINDOW_MS: an untar sends about 30 a millisecond, a parallel build
+ * 20, an editor saving a file or a log appended to now and then far fewer
+ * than 3, and those never hold the request. It is dropped ZR_LAT_HOLD_MS
+ * after the last burst.
+ */
+#define ZR_LAT_WINDOW_MS 10
+#define ZR_LAT_BURST 32
 #define ZR_LAT_HOLD_MS 500
 
 /* What an open /dev/cpu_dma_latency asks for: no constraint
@@ -67,7 +77,7 @@ static void lat_timespec(struct timespec *ts, uint64_t ms_from_now)
 	}
 }
 
-/* Drops the request once no FUSE request came for ZR_LAT_HOLD_MS. */
+/* Drops the request once no burst of requests came for ZR_LAT_HOLD_MS. */
 static void *lat_main(void *arg)
 {
 	struct zr_fs *fs = arg;
@@ -98,18 +108,29 @@ static void *lat_main(void *arg)
 }
 
 /**
- * zr_cpulat_busy() - note a FUSE request; raise the latency request if it
- * is not held. Called by every session thread for every request it reads.
+ * zr_cpulat_busy() - note a FUSE request; in a burst, raise the latency
+ * request if it is not held. Called by every session thread for every
+ * request it reads.
  */
 void zr_cpulat_busy(struct zr_fs *fs)
 {
-	uint64_t now;
+	uint64_t now, win;
+	uint32_t n;
 	int rc;
 
 	if (!fs->lat_running)
 		return;
 	now = zr_now_ms();
-	/* at most one store per millisecond: every session thread passes */
+	/* count the requests of this window (racy at its edges: a hint) */
+	win = now / ZR_LAT_WINDOW_MS;
+	if (__atomic_load_n(&fs->lat_win, __ATOMIC_RELAXED) != win) {
+		__atomic_store_n(&fs->lat_win, win, __ATOMIC_RELAXED);
+		__atomic_store_n(&fs->lat_count, 0, __ATOMIC_RELAXED);
+	}
+	n = __atomic_add_fetch(&fs->lat_count, 1, __ATOMIC_RELAXED);
+	if (n < ZR_LAT_BURST)
+		return;
+	/* a burst: at most one store per millisecond, every thread passes */
 	if (__atomic_load_n(&fs->lat_last_ms, __ATOMIC_RELAXED) != now)
 		__atomic_store_n(&fs->lat_last_ms, now, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&fs->lat_held, __ATOMIC_RELAXED) ||

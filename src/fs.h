@@ -184,7 +184,9 @@ struct zr_fs {
 	 * which lock protects what) */
 	int lat_fd;			/* /dev/cpu_dma_latency, -1 if not used */
 	bool lat_inited, lat_running;
-	uint64_t lat_last_ms;		/* relaxed atomic: last request read */
+	uint64_t lat_last_ms;		/* relaxed atomic: last burst of requests */
+	uint64_t lat_win;		/* relaxed atomic: current counting window */
+	uint32_t lat_count;		/* relaxed atomic: requests in lat_win */
 	pthread_mutex_t lat_lock;
 	pthread_cond_t lat_cond;	/* lat_lock; CLOCK_MONOTONIC */
 	pthread_t lat_thread;

@@ -1046,10 +1046,46 @@ static void zr_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+#define ZR_XATTR_CAPS "security.capability"
+
+/*
+ * Keep zr_inode.has_caps (the first write drops file capabilities, data.c)
+ * true to the backing file when @name, just set (@set) or removed, is
+ * security.capability. Only an attached file has it loaded.
+ */
+static void note_caps(struct zr_inode *ino, const char *name, bool set)
+{
+	if (!S_ISREG(ino->type) || strcmp(name, ZR_XATTR_CAPS) != 0)
+		return;
+	pthread_rwlock_wrlock(&ino->lock);
+	if (ino->size_valid)
+		ino->has_caps = set;
+	pthread_rwlock_unlock(&ino->lock);
+}
+
+/*
+ * Whether security.capability of @ino is known to be absent: it is loaded
+ * with the file (zr_data_attach) and kept by note_caps(). The kernel asks
+ * for it before the first write and at every chown: an untar asked twice
+ * a file, each a path lookup through /proc in the backing filesystem.
+ */
+static bool caps_known_absent(struct zr_inode *ino, const char *name)
+{
+	bool absent;
+
+	if (!S_ISREG(ino->type) || strcmp(name, ZR_XATTR_CAPS) != 0)
+		return false;
+	pthread_rwlock_rdlock(&ino->lock);
+	absent = ino->size_valid && !ino->has_caps;
+	pthread_rwlock_unlock(&ino->lock);
+	return absent;
+}
+
 static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   const char *value, size_t size, int flags)
 {
 	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
 	char path[PATH_MAX + 64];
 	struct zr_at at;
 	bool follow;
@@ -1059,7 +1095,17 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
+	in = zr_inode_from_ino(fs, ino);
+	if (S_ISREG(in->type) && strcmp(name, ZR_XATTR_CAPS) == 0) {
+		/* the backing filesystem drops file capabilities on a write:
+		 * data written before them must not reach it after them */
+		rc = zr_data_flush_inode(fs, in);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	rc = at_get_fast(fs, in, &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1068,6 +1114,8 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	rc = (follow ? setxattr(path, name, value, size, flags) :
 	      lsetxattr(path, name, value, size, flags)) < 0 ? errno : 0;
 	at_put(fs, &at);
+	if (rc == 0)
+		note_caps(in, name, true);
 	fuse_reply_err(req, rc);
 }
 
@@ -1114,7 +1162,7 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   size_t size)
 {
-	if (zr_is_ctl(ino))
+	if (zr_is_ctl(ino) || caps_known_absent(zr_inode_from_ino(zr_fs_of(req), ino), name))
 		fuse_reply_err(req, ENODATA);
 	else
 		xattr_read(req, ino, name, size);
@@ -1150,6 +1198,8 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	at_path(&at, path, sizeof(path), &follow);
 	rc = (follow ? removexattr(path, name) : lremovexattr(path, name)) < 0 ? errno : 0;
 	at_put(fs, &at);
+	if (rc == 0)
+		note_caps(zr_inode_from_ino(fs, ino), name, false);
 	fuse_reply_err(req, rc);
 }
 

@@ -5,10 +5,11 @@
 # directory, a long target, lstat type), a fifo that passes data between two
 # processes, a device-less node made with mknod, and a unix socket bound on
 # the mount that a client can connect to.  The backing directory must hold
-# the same objects after unmount.
+# the same objects after unmount.  File capabilities (setcap) are seen once
+# set and dropped by a write.
 . "$(dirname "$0")/lib.sh"
 zr_init
-zr_need_tool setfattr getfattr
+zr_need_tool setfattr getfattr setcap getcap
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
@@ -32,6 +33,24 @@ setfattr -n user.color -v green "$M/f" || fail "replacing an xattr failed"
 mkdir "$M/dir"
 setfattr -n user.dirattr -v yes "$M/dir" || fail "setfattr on a directory failed"
 [ "$(getfattr --absolute-names --only-values -n user.dirattr "$M/dir")" = yes ] || fail "directory xattr wrong"
+
+say "file capabilities: shown once set, dropped by a write (as on a local filesystem)"
+# the daemon answers the kernel's questions about security.capability from
+# what it knows of the file: a capability set after the file was first used
+# must be seen, and a write must still drop it
+printf '#!/bin/sh\n' >"$M/capbin"
+chmod 755 "$M/capbin"
+cat "$M/capbin" >/dev/null
+setcap cap_net_raw+ep "$M/capbin" || fail "setcap failed"
+getcap "$M/capbin" | grep -q cap_net_raw || fail "getcap does not show the capability just set"
+echo 'exit 0' >>"$M/capbin"
+sync -f "$M/capbin"
+[ -z "$(getcap "$M/capbin")" ] || fail "a write did not drop the file capability: $(getcap "$M/capbin")"
+setcap cap_net_raw+ep "$M/capbin" || fail "setcap (again) failed"
+setcap -r "$M/capbin" || fail "setcap -r failed"
+[ -z "$(getcap "$M/capbin")" ] || fail "setcap -r left a capability"
+setcap cap_net_raw+ep "$M/capbin" || fail "setcap (third) failed"
+getcap "$M/capbin" | grep -q cap_net_raw || fail "getcap does not show the capability set after a removal"
 
 say "symlinks"
 ln -s f "$M/link" || fail "symlink failed"
@@ -90,3 +109,5 @@ zr_expect_err "No such attribute" getfattr --absolute-names -n user.shape "$B/f"
 [ "$(readlink "$B/longlink")" = "$long" ] || fail "backing long symlink wrong"
 [ "$(stat -c %F "$B/fifo")" = fifo ] || fail "backing fifo is a $(stat -c %F "$B/fifo")"
 [ -f "$B/dir/inside" ] || fail "backing dir/inside missing"
+getcap "$B/capbin" | grep -q cap_net_raw || fail "backing capbin lost its capability"
+grep -q 'exit 0' "$B/capbin" || fail "backing capbin lost the appended line"
