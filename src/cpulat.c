@@ -82,7 +82,7 @@ static void *lat_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	struct timespec ts;
-	uint64_t idle;
+	uint64_t idle, last, now;
 	int rc;
 
 	pthread_mutex_lock(&fs->lat_lock);
@@ -91,7 +91,10 @@ static void *lat_main(void *arg)
 			pthread_cond_wait(&fs->lat_cond, &fs->lat_lock);
 			continue;
 		}
-		idle = zr_now_ms() - __atomic_load_n(&fs->lat_last_ms, __ATOMIC_RELAXED);
+		/* (last before now: a burst noted meanwhile is not "later") */
+		last = __atomic_load_n(&fs->lat_last_ms, __ATOMIC_RELAXED);
+		now = zr_now_ms();
+		idle = now > last ? now - last : 0;
 		if (idle < ZR_LAT_HOLD_MS) {
 			lat_timespec(&ts, ZR_LAT_HOLD_MS - idle);
 			pthread_cond_timedwait(&fs->lat_cond, &fs->lat_lock, &ts);

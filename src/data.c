@@ -351,6 +351,49 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	return cont && run > fs->opt->seq_cutoff;
 }
 
+/*
+ * Read the whole blocks [@idx, @idx + @n) of @ino, part of a bypassed
+ * stream, into @dst: what the tier holds from there, the rest from the
+ * backing file (@fd), each run of missing blocks in one pread. A stream
+ * read soon after it was written misses in long runs (its copies into the
+ * tier wait for a pause), and a pread a block cost a syscall a block.
+ * Nothing read is inserted. @return 0 or -errno.
+ */
+static int read_blocks_bypass(struct zr_fs *fs, struct zr_inode *ino, int fd,
+			      uint64_t idx, uint64_t n, char *dst)
+{
+	uint64_t bs = fs->bs, i = 0, run, len;
+	ssize_t got;
+	int rc;
+
+	while (i < n) {
+		rc = zr_file_read(ino->blocks, idx + i, dst + i * bs);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			i++;
+			continue;
+		}
+		/* a miss: the run goes on up to the next hit (read already) */
+		for (run = 1; i + run < n; run++) {
+			rc = zr_file_read(ino->blocks, idx + i + run, dst + (i + run) * bs);
+			if (rc < 0)
+				return rc;
+			if (rc == 1)
+				break;
+		}
+		len = run * bs;
+		got = full_pread(fd, dst + i * bs, len, (off_t)((idx + i) * bs));
+		if (got < 0)
+			return (int)got;
+		zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
+		if ((uint64_t)got < len)
+			memset(dst + i * bs + got, 0, len - (uint64_t)got);
+		i += run < n - i ? run + 1 : run;
+	}
+	return 0;
+}
+
 /* Read @size bytes at @off of @ino into @out. @return bytes or -errno. */
 static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 			 size_t size, uint64_t off)
@@ -392,7 +435,11 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		char *dst = out + (pos - off);
 
-		if (boff == 0 && n == bs) {
+		if (boff == 0 && n == bs && bypass) {
+			/* every whole block left, misses read in runs */
+			n = (size_t)((end - pos) / bs * bs);
+			rc = read_blocks_bypass(fs, ino, fd, idx, n / bs, dst);
+		} else if (boff == 0 && n == bs) {
 			rc = load_block(fs, ino, fd, idx, dst, bypass);
 		} else {
 			rc = load_block(fs, ino, fd, idx, blk, bypass);
@@ -476,8 +523,9 @@ static bool tier_tight(struct zr_fs *fs)
 	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
 }
 
-/* Blocks per queued run of fill_enqueue(). */
+/* Blocks per queued run of fill_enqueue(); runs looked at for a merge. */
 #define ZR_FILL_RUN 256
+#define ZR_FILL_MERGE 8
 
 /*
  * Queue block @idx of @ino, just written to the backing file by a bypassed
@@ -490,10 +538,13 @@ static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 {
 	struct zr_fill *last;
 	bool wake = false;
+	unsigned k;
 
 	pthread_mutex_lock(&fs->fill_lock);
-	if (fs->fill_len) {
-		last = &fs->fill_q[(fs->fill_head + fs->fill_len - 1) % ZR_FILL_QLEN];
+	/* the kernel's writeback threads and ours deliver a stream a little
+	 * out of order: a block may continue any of the last few runs */
+	for (k = 1; k <= ZR_MIN(fs->fill_len, ZR_FILL_MERGE); k++) {
+		last = &fs->fill_q[(fs->fill_head + fs->fill_len - k) % ZR_FILL_QLEN];
 		if (last->ino == ino && last->idx + last->n == idx && last->n < ZR_FILL_RUN) {
 			last->n++;
 			goto out;

@@ -128,7 +128,7 @@ struct zr_inode {
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 };
 
-#define ZR_FILL_QLEN 512		/* queued runs of blocks to copy into the tier */
+#define ZR_FILL_QLEN 2048		/* queued runs of blocks to copy into the tier */
 
 struct zr_fs {
 	struct zr_options *opt;

@@ -55,10 +55,28 @@ if zr_stats_on; then
 	zr_ctl drop_clean
 	echo 3 >/proc/sys/vm/drop_caches
 	cmp "$M/f" "$R/f" || fail "the file differs after drop_clean"
+
+	say "a stream read over tier blocks, backing data, a hole and dirty blocks past the backing file's end"
+	# h: small writes at 3000k, 12000k and 20000k (not a stream: they stay
+	# dirty in the tier, dirty_expire 30 s), then an 8 MiB stream over
+	# the start (to the backing file, over the dirty block at 3000k): the
+	# backing file is 8 MiB long, the file 20 MiB with holes
+	for off in 3000 12000 20000; do
+		printf 'DIRTY-%06d' "$off" | dd of="$M/h" bs=1k seek="$off" conv=notrunc status=none
+		printf 'DIRTY-%06d' "$off" | dd of="$R/h" bs=1k seek="$off" conv=notrunc status=none
+	done
+	dd if="$ZR_TMP/src" of="$M/h" bs=1M count=8 conv=notrunc status=none
+	dd if="$ZR_TMP/src" of="$R/h" bs=1M count=8 conv=notrunc status=none
+	zr_ctl drop_clean
+	echo 3 >/proc/sys/vm/drop_caches
+	[ "$(stat -c %s "$B/h")" -lt $((20000 << 10)) ] ||
+		fail "the backing file of h already has its full size: the case is not tested"
+	cmp "$M/h" "$R/h" || fail "a stream read of h differs from the reference"
 fi
 
 zr_umount
 cmp "$B/f" "$R/f" || fail "the backing file differs after unmount"
+if zr_stats_on; then cmp "$B/h" "$R/h" || fail "the backing file of h differs after unmount"; fi
 [ ! -e "$B/gone" ] || fail "the deleted file is in the backing directory"
 zr_mount "" "$B" "$M"
 cmp "$ZR_MNT/f" "$R/f" || fail "the file differs after a remount"
