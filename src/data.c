@@ -122,6 +122,7 @@ static int full_pwrite(int fd, const void *buf, size_t len, off_t off)
 int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 {
 	struct stat st;
+	ssize_t n;
 	int rc = 0;
 
 	if (!S_ISREG(ino->type))
@@ -135,7 +136,12 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 		store_size(ino, (uint64_t)st.st_size);
 		ino->size_valid = true;
 		/* with KILLPRIV_V2 we drop file capabilities on write (session.c) */
-		ino->has_caps = fgetxattr(fd, "security.capability", NULL, 0) > 0;
+		/* unknown (an error other than "none") counts as present:
+		 * the first write then tries to remove it */
+		n = fgetxattr(fd, "security.capability", NULL, 0);
+		__atomic_store_n(&ino->has_caps,
+				 n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP),
+				 __ATOMIC_RELAXED);
 	}
 	if (fs->store && !ino->blocks)
 		rc = zr_file_create(fs->store, ino, &ino->blocks);
@@ -357,16 +363,19 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
  * backing file (@fd), each run of missing blocks in one pread. A stream
  * read soon after it was written misses in long runs (its copies into the
  * tier wait for a pause), and a pread a block cost a syscall a block.
- * Nothing read is inserted. @return 0 or -errno.
+ * Nothing read is inserted. @done: set to the number of leading blocks in
+ * @dst (all @n on success). @return 0 or -errno.
  */
 static int read_blocks_bypass(struct zr_fs *fs, struct zr_inode *ino, int fd,
-			      uint64_t idx, uint64_t n, char *dst)
+			      uint64_t idx, uint64_t n, char *dst, uint64_t *done)
 {
 	uint64_t bs = fs->bs, i = 0, run, len;
 	ssize_t got;
 	int rc;
 
+	*done = 0;
 	while (i < n) {
+		*done = i;	/* the blocks before i are in dst */
 		rc = zr_file_read(ino->blocks, idx + i, dst + i * bs);
 		if (rc < 0)
 			return rc;
@@ -391,6 +400,7 @@ static int read_blocks_bypass(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			memset(dst + i * bs + got, 0, len - (uint64_t)got);
 		i += run < n - i ? run + 1 : run;
 	}
+	*done = n;
 	return 0;
 }
 
@@ -437,8 +447,14 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 
 		if (boff == 0 && n == bs && bypass) {
 			/* every whole block left, misses read in runs */
-			n = (size_t)((end - pos) / bs * bs);
-			rc = read_blocks_bypass(fs, ino, fd, idx, n / bs, dst);
+			uint64_t done;
+
+			rc = read_blocks_bypass(fs, ino, fd, idx, (end - pos) / bs, dst, &done);
+			n = (size_t)(done * bs);
+			if (rc) {
+				pos += n;	/* what was read before the error */
+				break;
+			}
 		} else if (boff == 0 && n == bs) {
 			rc = load_block(fs, ino, fd, idx, dst, bypass);
 		} else {
@@ -682,9 +698,9 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	/* a reader that missed must not insert what it read before us */
 	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
-	if (ZR_UNLIKELY(ino->has_caps)) {
+	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED))) {
 		(void)fremovexattr(fd, "security.capability");
-		ino->has_caps = false;
+		__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
 	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, boff = pos % bs;

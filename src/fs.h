@@ -121,7 +121,8 @@ struct zr_inode {
 					 * of the data (a reader's clean insert checks it) */
 	unsigned open_count;		/* open file handles */
 	bool fd_pinned;			/* fd pinned because the last name went while open */
-	bool has_caps;			/* backing file has security.capability */
+	bool has_caps;			/* relaxed atomic: backing file has (or may
+					 * have) security.capability; set with size_valid */
 	uint64_t seq_next;		/* next offset of a sequential stream */
 	uint64_t seq_bytes;		/* length of the current sequential stream */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */

@@ -1059,26 +1059,20 @@ static void note_caps(struct zr_inode *ino, const char *name, bool set)
 		return;
 	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->size_valid)
-		ino->has_caps = set;
+		__atomic_store_n(&ino->has_caps, set, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&ino->lock);
 }
 
 /*
- * Whether security.capability of @ino is known to be absent: it is loaded
- * with the file (zr_data_attach) and kept by note_caps(). The kernel asks
- * for it before the first write and at every chown: an untar asked twice
- * a file, each a path lookup through /proc in the backing filesystem.
+ * Whether the f*xattr() calls can use @at's fd: the object's own fd, a real
+ * one for regular files and directories (others are O_PATH and go through
+ * /proc by path). It saves a path lookup through /proc per call: the
+ * kernel asks for security.capability before the first write to a file and
+ * at every chown, twice a file in an untar.
  */
-static bool caps_known_absent(struct zr_inode *ino, const char *name)
+static bool at_own_fd(const struct zr_at *at, const struct zr_inode *ino)
 {
-	bool absent;
-
-	if (!S_ISREG(ino->type) || strcmp(name, ZR_XATTR_CAPS) != 0)
-		return false;
-	pthread_rwlock_rdlock(&ino->lock);
-	absent = ino->size_valid && !ino->has_caps;
-	pthread_rwlock_unlock(&ino->lock);
-	return absent;
+	return !at->name[0] && (S_ISREG(ino->type) || S_ISDIR(ino->type));
 }
 
 static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -1097,9 +1091,19 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	in = zr_inode_from_ino(fs, ino);
 	if (S_ISREG(in->type) && strcmp(name, ZR_XATTR_CAPS) == 0) {
-		/* the backing filesystem drops file capabilities on a write:
-		 * data written before them must not reach it after them */
-		rc = zr_data_flush_inode(fs, in);
+		struct zr_file *f;
+		/*
+		 * The backing filesystem drops file capabilities on a write:
+		 * write back the dirty blocks we hold first, or their late
+		 * writeback would drop what is set now. (Pages still dirty in
+		 * the kernel's cache of a writer that keeps the file open
+		 * arrive after this, as writes after setcap would, and drop
+		 * it.) A writeback error stays for close/fsync to report.
+		 */
+		pthread_rwlock_rdlock(&in->lock);
+		f = in->blocks;	/* set once, freed with the inode */
+		pthread_rwlock_unlock(&in->lock);
+		rc = f ? zr_file_writeback(f) : 0;
 		if (rc) {
 			fuse_reply_err(req, -rc);
 			return;
@@ -1110,9 +1114,13 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	at_path(&at, path, sizeof(path), &follow);
-	rc = (follow ? setxattr(path, name, value, size, flags) :
-	      lsetxattr(path, name, value, size, flags)) < 0 ? errno : 0;
+	if (at_own_fd(&at, in)) {
+		rc = fsetxattr(at.dirfd, name, value, size, flags) < 0 ? errno : 0;
+	} else {
+		at_path(&at, path, sizeof(path), &follow);
+		rc = (follow ? setxattr(path, name, value, size, flags) :
+		      lsetxattr(path, name, value, size, flags)) < 0 ? errno : 0;
+	}
 	at_put(fs, &at);
 	if (rc == 0)
 		note_caps(in, name, true);
@@ -1126,6 +1134,7 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in = zr_inode_from_ino(fs, ino);
 	char path[PATH_MAX + 64];
 	char *buf = NULL;
 	struct zr_at at;
@@ -1133,7 +1142,7 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 	ssize_t n;
 	int rc;
 
-	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
+	rc = at_get_fast(fs, in, &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1143,11 +1152,15 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	at_path(&at, path, sizeof(path), &follow);
-	if (name)
-		n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
-	else
-		n = follow ? listxattr(path, buf, size) : llistxattr(path, buf, size);
+	if (at_own_fd(&at, in)) {
+		n = name ? fgetxattr(at.dirfd, name, buf, size) : flistxattr(at.dirfd, buf, size);
+	} else {
+		at_path(&at, path, sizeof(path), &follow);
+		if (name)
+			n = follow ? getxattr(path, name, buf, size) : lgetxattr(path, name, buf, size);
+		else
+			n = follow ? listxattr(path, buf, size) : llistxattr(path, buf, size);
+	}
 	rc = n < 0 ? errno : 0;
 	at_put(fs, &at);
 	if (rc)
@@ -1162,7 +1175,7 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   size_t size)
 {
-	if (zr_is_ctl(ino) || caps_known_absent(zr_inode_from_ino(zr_fs_of(req), ino), name))
+	if (zr_is_ctl(ino))
 		fuse_reply_err(req, ENODATA);
 	else
 		xattr_read(req, ino, name, size);
@@ -1181,6 +1194,7 @@ static void zr_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
 	char path[PATH_MAX + 64];
 	struct zr_at at;
 	bool follow;
@@ -1190,16 +1204,21 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
-	rc = at_get_fast(fs, zr_inode_from_ino(fs, ino), &at);
+	in = zr_inode_from_ino(fs, ino);
+	rc = at_get_fast(fs, in, &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	at_path(&at, path, sizeof(path), &follow);
-	rc = (follow ? removexattr(path, name) : lremovexattr(path, name)) < 0 ? errno : 0;
+	if (at_own_fd(&at, in)) {
+		rc = fremovexattr(at.dirfd, name) < 0 ? errno : 0;
+	} else {
+		at_path(&at, path, sizeof(path), &follow);
+		rc = (follow ? removexattr(path, name) : lremovexattr(path, name)) < 0 ? errno : 0;
+	}
 	at_put(fs, &at);
 	if (rc == 0)
-		note_caps(zr_inode_from_ino(fs, ino), name, false);
+		note_caps(in, name, false);
 	fuse_reply_err(req, rc);
 }
 

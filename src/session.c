@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,14 +106,23 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
 	zr_fd_put(fs, ino);
 }
 
+/*
+ * libfuse 3.14's worker threads run this with cancellation enabled (it
+ * cancels them when the loop ends), so everything after the read(), which
+ * takes locks and makes syscalls that are cancellation points, runs with
+ * cancellation disabled: a thread cancelled while holding a lock would hang
+ * the unmount.
+ */
 static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct zr_fs *fs = userdata;
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
+	int cstate;
 
 	if (n < (ssize_t)sizeof(*in))
 		return n;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 	zr_cpulat_busy(fs);
 	switch (in->opcode) {
 	case FUSE_INIT:
@@ -150,6 +160,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 	default:
 		break;
 	}
+	pthread_setcancelstate(cstate, NULL);
 	return n;
 }
 
