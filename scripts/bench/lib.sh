@@ -136,7 +136,8 @@ bench_init() {
 	BENCH_WATCHDOG=$!
 	echo "== $BENCH_NAME: $( [ "$QUICK" = 1 ] && echo quick || echo full ) run, $RUNS run(s)/point, systems $SYSTEMS, timeout ${TIMEOUT}s, out $OUT"
 	machine_desc | sed 's/^/   /'
-	machine_desc >"$OUT/machine.txt"
+	# the first script of a run describes the machine for the report
+	[ -s "$OUT/machine.txt" ] || machine_desc >"$OUT/machine.txt"
 }
 
 # machine_desc: one "key: value" line each.

@@ -28,6 +28,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 out=$(realpath "$out")
+rm -f "$out/machine.txt"	# written afresh by the first script
 [ -n "$docs" ] || docs=$out
 t0=$(date +%s) failed=()
 for s in ${only//,/ }; do
