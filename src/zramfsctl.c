@@ -15,10 +15,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "zr_util.h"
@@ -53,6 +57,7 @@ struct zr_mount {
 static bool opt_json;  /* --json */
 static bool opt_bytes; /* --bytes */
 static bool opt_stats; /* --stats */
+static bool opt_lazy;  /* --lazy (umount) */
 
 static void die_oom(void)
 {
@@ -598,11 +603,13 @@ static void usage(FILE *out)
 	      "       zramfsctl drop-clean MOUNTPOINT\n"
 	      "       zramfsctl compact MOUNTPOINT\n"
 	      "       zramfsctl set MOUNTPOINT size=SIZE|dirty_expire=DURATION...\n"
+	      "       zramfsctl umount [--lazy] MOUNTPOINT\n"
 	      "\n"
 	      "Without a mount point, list every zramfs mount.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -s, --stats     print every statistic of one mount, one a line\n"
+	      "  -l, --lazy      umount: detach at once, do not wait for the daemon\n"
 	      "  -j, --json      print a JSON list of objects (every stat and setting)\n"
 	      "  -b, --bytes     print sizes in bytes instead of 1.5G style\n"
 	      "  -h, --help      print this help and exit\n"
@@ -614,6 +621,8 @@ static void usage(FILE *out)
 	      "  drop-clean  drop every clean block from RAM\n"
 	      "  compact     compact the compressed pool\n"
 	      "  set         change size= (RAM budget) or dirty_expire= on the fly\n"
+	      "  umount      write everything back, unmount, and wait for the daemon to\n"
+	      "              exit (umount(8) returns before it has)\n"
 	      "\n"
 	      "Exit status: 0 ok, 1 error, 2 usage error. See zramfsctl(8).\n", out);
 }
@@ -668,6 +677,70 @@ static int run_command(int argc, char **args)
 		rc = send_command(m.mnt, strcmp(cmd, "drop-clean") == 0 ? "drop_clean" : cmd)
 			? EXIT_ERR : EXIT_OK;
 	}
+	free(m.mnt);
+	free(m.source);
+	return rc;
+}
+
+/*
+ * Unmount @mnt and wait until its daemon has exited, so that everything is
+ * in the backing directory when we return: umount(2) of a FUSE mount returns
+ * at once, and the daemon writes back what it holds after that. First the
+ * kernel's cached writes go to the daemon (syncfs) and the daemon writes
+ * back every dirty block (the `writeback all` control command): when that
+ * fails (the backing filesystem is full, read-only...), nothing is unmounted
+ * and the data stays in RAM, where it can still be read or copied. @lazy:
+ * detach at once (MNT_DETACH) and do not wait: the daemon stays until the
+ * mount's last user goes. @return exit status.
+ */
+static int do_umount(const char *arg, bool lazy)
+{
+	struct zr_mount m = { 0 };
+	struct zr_kvlist stats = { 0 };
+	uint64_t pid = 0;
+	char *path;
+	int fd, n, pidfd = -1, rc = EXIT_ERR;
+	bool told = false;
+
+	if (find_mount(arg, &m) < 0)
+		return EXIT_ERR;
+	path = ctl_path(m.mnt, "stats");
+	if (read_kv(path, &stats) == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
+		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	/* (no pid: an older daemon, or a dead mount; not waited for) */
+	free(path);
+	kv_free(&stats);
+	if (!lazy) {
+		fd = open(m.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			(void)syncfs(fd);
+			close(fd);
+		}
+		if (send_command(m.mnt, "writeback all") < 0) {
+			fprintf(stderr, "zramfsctl: %s: not unmounted: its dirty data stays in RAM until it can be written back\n",
+				m.mnt);
+			goto out;
+		}
+	}
+	if (umount2(m.mnt, lazy ? MNT_DETACH : 0) < 0) {
+		fprintf(stderr, "zramfsctl: cannot unmount %s: %s\n", m.mnt, strerror(errno));
+		goto out;
+	}
+	rc = EXIT_OK;
+	if (lazy || pidfd < 0)
+		goto out;
+	/* the pidfd names that very process: no confusion with a reused pid */
+	while ((n = poll(&(struct pollfd){ .fd = pidfd, .events = POLLIN }, 1,
+			 told ? -1 : 5000)) == 0 || (n < 0 && errno == EINTR)) {
+		if (n == 0) {
+			fprintf(stderr, "zramfsctl: waiting for the daemon of %s (pid %llu) to finish writing back\n",
+				m.mnt, (unsigned long long)pid);
+			told = true;
+		}
+	}
+out:
+	if (pidfd >= 0)
+		close(pidfd);
 	free(m.mnt);
 	free(m.source);
 	return rc;
@@ -733,6 +806,7 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "bytes", no_argument, NULL, 'b' },
 		{ "stats", no_argument, NULL, 's' },
+		{ "lazy", no_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -740,8 +814,9 @@ int main(int argc, char **argv)
 	static const char *const commands[] = { "writeback", "drop-clean", "compact", "set" };
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jbshV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jbslhV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'l': opt_lazy = true; break;
 		case 'j': opt_json = true; break;
 		case 'b': opt_bytes = true; break;
 		case 's': opt_stats = true; break;
@@ -751,6 +826,21 @@ int main(int argc, char **argv)
 			fputs("Try 'zramfsctl --help'.\n", stderr);
 			return EXIT_USAGE;
 		}
+	}
+	if (optind < argc && strcmp(argv[optind], "umount") == 0) {
+		if (opt_json || opt_bytes || opt_stats) {
+			fputs("zramfsctl: umount takes no --json, --bytes or --stats\n", stderr);
+			return EXIT_USAGE;
+		}
+		if (optind + 2 != argc) {
+			fputs("zramfsctl: umount takes one MOUNTPOINT\n", stderr);
+			return EXIT_USAGE;
+		}
+		return do_umount(argv[optind + 1], opt_lazy);
+	}
+	if (opt_lazy) {
+		fputs("zramfsctl: --lazy goes with umount only\n", stderr);
+		return EXIT_USAGE;
 	}
 	if (optind < argc)
 		for (size_t i = 0; i < ZR_ARRAY_SIZE(commands); i++)

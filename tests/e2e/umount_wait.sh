@@ -1,0 +1,79 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# umount_wait: umount(8) of a FUSE mount returns before the daemon has
+# written back what it holds; `zramfsctl umount` returns only once the
+# daemon has exited, with every byte in the backing directory (-l detaches
+# at once and does not wait).  When the backing
+# directory cannot take the data (a full tmpfs), it refuses to unmount, and
+# the data stays readable in RAM until there is room.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "waits for the daemon"
+zr_need_root "unmounts and mounts a tmpfs"
+zr_stats_on || zr_skip "needs the .zramfs control directory"
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+head -c $((64 << 20)) /dev/urandom >"$ZR_TMP/src"
+
+# running PID: the process runs (exists and is not a zombie: the daemon is
+# our child, and bash may not have reaped it yet)
+running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# umounted_by CMD...: unmount our mount with CMD, then check what a caller
+# may rely on once it returns: no daemon, nothing mounted, data complete
+umounted_by() {
+	"$@" || fail "'$*' failed"
+	running "$ZR_PID" && fail "'$*' returned while the daemon $ZR_PID still runs"
+	zr_is_mounted "$ZR_MNT" && fail "$ZR_MNT is still mounted after '$*'"
+	zr_wait_pid "$ZR_PID" 5 || fail "daemon $ZR_PID did not go"
+	[ "$ZR_WAIT_RC" = 0 ] || fail "daemon exited with status $ZR_WAIT_RC"
+	ZR_PID=
+	cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not complete when '$*' returns"
+	rm -f "$B/f"
+}
+
+for how in zramfsctl lazy; do
+	say "64 MiB of dirty data, unmounted with $how"
+	# seq_cutoff=0: the data stays dirty in RAM, none goes to disk early
+	zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+	cp "$ZR_TMP/src" "$ZR_MNT/f"
+	[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks before the unmount: the case is not tested"
+	[ "$(zr_stat pid)" = "$ZR_PID" ] || fail "stats pid is $(zr_stat pid), the daemon is $ZR_PID"
+	case $how in
+	zramfsctl) umounted_by "$ZRAMFSCTL" umount "$ZR_MNT" ;;
+	lazy)
+		# -l: detached at once, the daemon finishes in the background
+		"$ZRAMFSCTL" umount -l "$ZR_MNT" || fail "zramfsctl umount -l failed"
+		zr_is_mounted "$ZR_MNT" && fail "$ZR_MNT is still mounted after zramfsctl umount -l"
+		zr_wait_pid "$ZR_PID" 60 || fail "daemon $ZR_PID did not exit after a lazy unmount"
+		[ "$ZR_WAIT_RC" = 0 ] || fail "daemon exited with status $ZR_WAIT_RC"
+		ZR_PID=
+		cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not complete after a lazy unmount"
+		rm -f "$B/f"
+		;;
+	esac
+done
+
+say "a full backing directory: not unmounted, nothing lost"
+FB=$ZR_TMP/fullback
+zr_mount_tmpfs "$FB" 16m
+zr_mount "seq_cutoff=0,dirty_expire=1h,size=256M" "$FB" "$M"
+cp "$ZR_TMP/src" "$ZR_MNT/f"
+zr_expect_err "not unmounted" "$ZRAMFSCTL" umount "$ZR_MNT"
+zr_is_mounted "$ZR_MNT" || fail "unmounted although the data could not be written back"
+running "$ZR_PID" || fail "the daemon exited although the data could not be written back"
+# (the first close after the failed writeback reports its ENOSPC, even a
+# reader's: only the bytes are compared here)
+cat "$ZR_MNT/f" >"$ZR_TMP/back" 2>/dev/null || true
+cmp "$ZR_TMP/src" "$ZR_TMP/back" || fail "the data reads back wrong after the failed unmount"
+mount -o remount,size=128m "$FB" || fail "cannot enlarge the tmpfs"
+"$ZRAMFSCTL" umount "$ZR_MNT" || fail "zramfsctl umount failed once there was room"
+zr_wait_pid "$ZR_PID" 5 || fail "daemon $ZR_PID did not go"
+ZR_PID=
+cmp "$ZR_TMP/src" "$FB/f" || fail "the backing file is not complete after the second unmount"
+umount "$FB"
+
+say "zramfsctl umount of something that is not zramfs"
+zr_expect_err "not a zramfs mount" "$ZRAMFSCTL" umount "$ZR_TMP"
+say "ok"
