@@ -680,6 +680,18 @@ static void fill_discard(struct zr_fs *fs)
 }
 
 /*
+ * Whether a block of @ino's stream, just written to the backing file,
+ * should get a clean copy in the tier: while the tier has room and the file
+ * compresses (one block in ZR_RAW_PROBE still goes, to notice a change).
+ */
+static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
+{
+	return !tier_tight(fs) &&
+	       (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
+		__atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE == 0);
+}
+
+/*
  * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
  * @len are whole blocks, else exclusive; @fd is the file's fd.
  * @return bytes written (short only when an error stopped it) or -errno.
@@ -689,7 +701,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				 bool writepage)
 {
 	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
-	bool bypass, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
+	bool bypass, no_run = false, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
 	char *blk = scratch_block();
 	int rc = 0;
 
@@ -708,6 +720,37 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		const char *src = data + (pos - off);
 		bool bypass_this;
 
+		if (bypass && !wt && !no_run && boff == 0 && n == bs) {
+			/* a stream: its whole, non-zero blocks from here go
+			 * to the backing file in one pwrite */
+			uint64_t k = 0, i;
+
+			while (pos + (k + 1) * bs <= end && !all_zero(src + k * bs, bs))
+				k++;
+			if (k >= 2) {
+				zr_file_io_lock(ino->blocks);
+				rc = full_pwrite(fd, src, k * bs, (off_t)(idx * bs));
+				if (rc == 0)
+					zr_file_drop(ino->blocks, idx, k);
+				zr_file_io_unlock(ino->blocks);
+				if (rc == 0) {
+					zr_stat_add(&fs->bytes_written_backing, k * bs);
+					for (i = 0; i < k; i++)
+						if (stream_copy_wanted(fs, ino))
+							fill_enqueue(fs, ino, idx + i);
+					pos += k * bs;
+					if (pos > fsize) {
+						fsize = pos;
+						grow_size(ino, fsize);
+					}
+					continue;
+				}
+				/* refused (full, EIO): block by block below,
+				 * where a block the backing refuses stays dirty */
+				no_run = true;
+				rc = 0;
+			}
+		}
 		if (boff != 0 || n != bs) {
 			/* partial block: read-modify-write; nothing past the
 			 * old size may show through */
@@ -759,10 +802,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 							      ZR_WRITE_CLEAN, &raw) == 0 &&
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);
-				} else if (!tier_tight(fs) &&
-					   (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
-					    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) %
-					    ZR_RAW_PROBE == 0)) {
+				} else if (stream_copy_wanted(fs, ino)) {
 					fill_enqueue(fs, ino, idx);
 				}
 			}
