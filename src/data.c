@@ -692,6 +692,27 @@ static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 }
 
 /*
+ * Write @len bytes from @src at block @idx of @ino (@nblk blocks) to the
+ * backing file @fd and drop the tier's copies of those blocks, under the
+ * file's I/O mutex: it keeps a writeback of an older copy from landing
+ * after our pwrite. @return 0 or -errno.
+ */
+static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
+		      const char *src, uint64_t idx, uint64_t nblk, uint64_t len)
+{
+	int rc;
+
+	zr_file_io_lock(ino->blocks);
+	rc = full_pwrite(fd, src, len, (off_t)(idx * fs->bs));
+	if (rc == 0)
+		zr_file_drop(ino->blocks, idx, nblk);
+	zr_file_io_unlock(ino->blocks);
+	if (rc == 0)
+		zr_stat_add(&fs->bytes_written_backing, len);
+	return rc;
+}
+
+/*
  * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
  * @len are whole blocks, else exclusive; @fd is the file's fd.
  * @return bytes written (short only when an error stopped it) or -errno.
@@ -719,6 +740,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		const char *src = data + (pos - off);
 		bool bypass_this;
+		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
 		if (bypass && !wt && !no_run && boff == 0 && n == bs) {
 			/* a stream: its whole, non-zero blocks from here go
@@ -727,14 +749,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 			while (pos + (k + 1) * bs <= end && !all_zero(src + k * bs, bs))
 				k++;
-			if (k >= 2) {
-				zr_file_io_lock(ino->blocks);
-				rc = full_pwrite(fd, src, k * bs, (off_t)(idx * bs));
-				if (rc == 0)
-					zr_file_drop(ino->blocks, idx, k);
-				zr_file_io_unlock(ino->blocks);
+			zero = k == 0;
+			if (k > 0) {
+				rc = to_backing(fs, ino, fd, src, idx, k, k * bs);
 				if (rc == 0) {
-					zr_stat_add(&fs->bytes_written_backing, k * bs);
 					for (i = 0; i < k; i++)
 						if (stream_copy_wanted(fs, ino))
 							fill_enqueue(fs, ino, idx + i);
@@ -767,7 +785,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			memcpy(blk + boff, src, n);
 			src = blk;
 		}
-		if (bypass && all_zero(src, bs))
+		if (bypass && (zero < 0 ? (zero = all_zero(src, bs)) : zero))
 			bypass_this = false;	/* zeros cost nothing in RAM */
 		else
 			bypass_this = bypass;
@@ -775,22 +793,15 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		    __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) >= ZR_RAW_RUN &&
 		    tier_tight(fs) &&
 		    __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE != 0 &&
-		    !all_zero(src, bs))
+		    !(zero < 0 ? (zero = all_zero(src, bs)) : zero))
 			bypass_this = true;	/* incompressible file: to disk */
 		rc = -EAGAIN;
 		if (bypass_this || wt) {
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			/* the file's I/O mutex keeps a writeback of an older
-			 * copy of this block from landing after our pwrite */
-			zr_file_io_lock(ino->blocks);
-			rc = full_pwrite(fd, src, wlen, (off_t)(idx * bs));
-			if (rc == 0)
-				zr_file_drop(ino->blocks, idx, 1);
-			zr_file_io_unlock(ino->blocks);
+			rc = to_backing(fs, ino, fd, src, idx, 1, wlen);
 			if (rc == 0) {
-				zr_stat_add(&fs->bytes_written_backing, wlen);
 				/* keep a clean copy: writethrough always, at
 				 * once; a stream while the tier has room and
 				 * the data compresses, made later by the
