@@ -20,39 +20,37 @@ head -c $((64 << 20)) /dev/urandom >"$ZR_TMP/src"
 # our child, and bash may not have reaped it yet)
 running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
-# umounted_by CMD...: unmount our mount with CMD, then check what a caller
-# may rely on once it returns: no daemon, nothing mounted, data complete
+# umounted_by waits|lazy CMD...: unmount our mount with CMD, then check what
+# a caller may rely on: nothing mounted, and once the daemon is gone (at
+# once for "waits", in the background for "lazy") the data is complete
 umounted_by() {
+	local mode=$1
+	shift
 	"$@" || fail "'$*' failed"
-	running "$ZR_PID" && fail "'$*' returned while the daemon $ZR_PID still runs"
+	if [ "$mode" = waits ] && running "$ZR_PID"; then
+		fail "'$*' returned while the daemon $ZR_PID still runs"
+	fi
 	zr_is_mounted "$ZR_MNT" && fail "$ZR_MNT is still mounted after '$*'"
-	zr_wait_pid "$ZR_PID" 5 || fail "daemon $ZR_PID did not go"
+	zr_wait_pid "$ZR_PID" 60 || fail "daemon $ZR_PID did not exit after '$*'"
 	[ "$ZR_WAIT_RC" = 0 ] || fail "daemon exited with status $ZR_WAIT_RC"
 	ZR_PID=
-	cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not complete when '$*' returns"
+	cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not complete after '$*'"
 	rm -f "$B/f"
 }
 
-for how in zramfsctl lazy; do
-	say "64 MiB of dirty data, unmounted with $how"
+for how in waits lazy; do
+	say "64 MiB of dirty data, zramfsctl umount ($how)"
 	# seq_cutoff=0: the data stays dirty in RAM, none goes to disk early
 	zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
 	cp "$ZR_TMP/src" "$ZR_MNT/f"
 	[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks before the unmount: the case is not tested"
 	[ "$(zr_stat pid)" = "$ZR_PID" ] || fail "stats pid is $(zr_stat pid), the daemon is $ZR_PID"
-	case $how in
-	zramfsctl) umounted_by "$ZRAMFSCTL" umount "$ZR_MNT" ;;
-	lazy)
-		# -l: detached at once, the daemon finishes in the background
-		"$ZRAMFSCTL" umount -l "$ZR_MNT" || fail "zramfsctl umount -l failed"
-		zr_is_mounted "$ZR_MNT" && fail "$ZR_MNT is still mounted after zramfsctl umount -l"
-		zr_wait_pid "$ZR_PID" 60 || fail "daemon $ZR_PID did not exit after a lazy unmount"
-		[ "$ZR_WAIT_RC" = 0 ] || fail "daemon exited with status $ZR_WAIT_RC"
-		ZR_PID=
-		cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not complete after a lazy unmount"
-		rm -f "$B/f"
-		;;
-	esac
+	if [ "$how" = waits ]; then
+		umounted_by waits "$ZRAMFSCTL" umount "$ZR_MNT"
+	else
+		# --lazy: detached at once, the daemon finishes in the background
+		umounted_by lazy "$ZRAMFSCTL" umount -l "$ZR_MNT"
+	fi
 done
 
 say "a full backing directory: not unmounted, nothing lost"
