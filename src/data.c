@@ -138,7 +138,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 		/* with KILLPRIV_V2 we drop file capabilities on write (session.c) */
 		/* unknown (an error other than "none") counts as present:
 		 * the first write then tries to remove it */
-		n = fgetxattr(fd, "security.capability", NULL, 0);
+		n = fgetxattr(fd, ZR_XATTR_CAPS, NULL, 0);
 		__atomic_store_n(&ino->has_caps,
 				 n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP),
 				 __ATOMIC_RELAXED);
@@ -732,7 +732,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED))) {
-		(void)fremovexattr(fd, "security.capability");
+		(void)fremovexattr(fd, ZR_XATTR_CAPS);
 		__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
 	}
 	while (pos < end) {

@@ -129,6 +129,9 @@ struct zr_inode {
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 };
 
+/* The file capabilities a write must drop (data.c, ops.c). */
+#define ZR_XATTR_CAPS "security.capability"
+
 #define ZR_FILL_QLEN 2048		/* queued runs of blocks to copy into the tier */
 
 struct zr_fs {

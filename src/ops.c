@@ -1046,8 +1046,6 @@ static void zr_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-#define ZR_XATTR_CAPS "security.capability"
-
 /*
  * Keep zr_inode.has_caps (the first write drops file capabilities, data.c)
  * true to the backing file when @name, just set (@set) or removed, is
