@@ -121,8 +121,8 @@ void zr_cpulat_busy(struct zr_fs *fs)
 	uint32_t n;
 	int rc;
 
-	if (!fs->lat_running)
-		return;
+	if (!fs->lat_running && !fs->opt->busy_poll)
+		return;	/* nobody asks whether we are in a burst */
 	now = zr_now_ms();
 	/* count the requests of this window (racy at its edges: a hint) */
 	win = now / ZR_LAT_WINDOW_MS;
@@ -136,7 +136,8 @@ void zr_cpulat_busy(struct zr_fs *fs)
 	/* a burst: at most one store per millisecond, every thread passes */
 	if (__atomic_load_n(&fs->lat_last_ms, __ATOMIC_RELAXED) != now)
 		__atomic_store_n(&fs->lat_last_ms, now, __ATOMIC_RELAXED);
-	if (__atomic_load_n(&fs->lat_held, __ATOMIC_RELAXED) ||
+	if (!fs->lat_running ||
+	    __atomic_load_n(&fs->lat_held, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&fs->lat_failed, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&fs->lat_lock);
@@ -211,6 +212,19 @@ void zr_cpulat_stop(struct zr_fs *fs)
 		close(fs->lat_fd);
 		fs->lat_fd = -1;
 	}
+}
+
+/**
+ * zr_cpulat_bursting() - whether a burst of requests was seen within the
+ * last ZR_LAT_HOLD_MS (the window in which the latency request is held);
+ * for busy polling (session.c). Only counted while cpu_latency or
+ * busy_poll is on.
+ */
+bool zr_cpulat_bursting(struct zr_fs *fs)
+{
+	uint64_t last = __atomic_load_n(&fs->lat_last_ms, __ATOMIC_RELAXED);
+
+	return last && zr_now_ms() - last < ZR_LAT_HOLD_MS;
 }
 
 /** Whether the latency request is raised now (for the stats). */

@@ -128,6 +128,8 @@ static char *render_stats(struct zr_fs *fs)
 	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
 	P("cpu_latency_held", zr_cpulat_held(fs) ? 1 : 0);
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
+	P("busy_poll_leads", zr_session_leads());
+	P("busy_poll_takeovers", zr_session_takeovers());
 #undef P
 	fclose(f);
 	return buf;
@@ -175,6 +177,7 @@ static char *render_config(struct zr_fs *fs)
 		fprintf(f, "cpu_latency off\n");
 	else
 		fprintf(f, "cpu_latency %d\n", o->cpu_latency);
+	fprintf(f, "busy_poll %u\n", o->busy_poll);
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

@@ -48,6 +48,7 @@ struct zr_options {
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
 	char *low_wm_str, *max_fds_str, *read_ahead_str, *cpu_latency_str;
+	char *busy_poll_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
@@ -55,6 +56,7 @@ struct zr_options {
 	unsigned max_fds;		/* size of the fd cache */
 	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its default */
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
+	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -262,12 +264,15 @@ void zr_wb_stop(struct zr_fs *fs);
 
 /* session.c */
 int zr_session_hook(struct zr_fs *fs);
+uint64_t zr_session_leads(void);
+uint64_t zr_session_takeovers(void);
 
 /* cpulat.c */
 int zr_cpulat_start(struct zr_fs *fs);
 void zr_cpulat_stop(struct zr_fs *fs);
 void zr_cpulat_busy(struct zr_fs *fs);
 bool zr_cpulat_held(struct zr_fs *fs);
+bool zr_cpulat_bursting(struct zr_fs *fs);
 uint64_t zr_cpulat_raised(struct zr_fs *fs);
 
 /* ctl.c: the control directory */

@@ -53,6 +53,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("max_fds=%s", max_fds_str),
 	ZR_OPT("read_ahead=%s", read_ahead_str),
 	ZR_OPT("cpu_latency=%s", cpu_latency_str),
+	ZR_OPT("busy_poll=%s", busy_poll_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -322,6 +323,18 @@ static int zr_options_check(struct parse_ctx *pc)
 			return bad(pc, "invalid value '%s' for cpu_latency: expected microseconds, 0..100000, or off%s",
 				   o->cpu_latency_str, "");
 	}
+	if (o->busy_poll_str) {
+		unsigned us;
+
+		if (strcmp(o->busy_poll_str, "off") == 0)
+			o->busy_poll = 0;
+		else if (parse_uint_pct(o->busy_poll_str, 0, 1000, &us) == 0 &&
+			 !strchr(o->busy_poll_str, '%'))
+			o->busy_poll = us;
+		else
+			return bad(pc, "invalid value '%s' for busy_poll: expected microseconds, 0..1000, or off%s",
+				   o->busy_poll_str, "");
+	}
 	if (!o->backing && !o->show_help && !o->show_version) {
 		snprintf(pc->err, pc->errlen,
 			 "missing MOUNTPOINT (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)");
@@ -351,6 +364,7 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
 	o->max_fds = 4096;
 	o->read_ahead = 1024 * 1024;
 	o->cpu_latency = 0;
+	o->busy_poll = 20;
 
 	cur_pc = &pc;
 	rc = fuse_opt_parse(&args, o, zr_opt_spec, zr_opt_proc);
@@ -377,6 +391,7 @@ void zr_options_free(struct zr_options *o)
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
 		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->cpu_latency_str,
+		&o->busy_poll_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -425,6 +440,8 @@ void zr_options_help(const char *prog)
 	       "    -o cpu_latency=US|off  during bursts of requests (and 0.5 s after), keep idle\n"
 	       "                           CPUs in states that wake within US microseconds (PM\n"
 	       "                           QoS, /dev/cpu_dma_latency; 0 = poll); needs root (0)\n"
+	       "    -o busy_poll=US|off    during bursts of requests, one thread waits for the next\n"
+	       "                           by polling /dev/fuse for up to US microseconds (20)\n"
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
 	       "    -o default_permissions let the kernel check permissions\n"
 	       "    -o ro                  mount read-only\n"

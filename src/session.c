@@ -19,21 +19,73 @@
  * (set_read_ahead()), as the kernel would otherwise clamp it to 128 KiB.
  *
  * Every request read is noted for the CPU latency request (cpulat.c).
+ *
+ * Busy polling (busy_poll=US). A request whose daemon thread sleeps in
+ * read(2) costs two wake-ups: the daemon's, then the caller's. With
+ * busy_poll on, the session fd is non-blocking and one thread at a time,
+ * the leader, reads it; the others park on a condition variable (were they
+ * asleep in read(2), the kernel would wake one of them for every request,
+ * only for it to find the request taken).
+ *  - The leader waits for a request in poll(2); during a burst of requests
+ *    (cpulat.c decides), it first reads in a loop for up to busy_poll µs.
+ *  - Outside a burst, the leader hands its role to a parked thread as soon
+ *    as it has a request, and serves the request meanwhile: requests are
+ *    served in parallel, as libfuse's threads do on their own.
+ *  - In a burst, the leader serves the request itself and comes back to
+ *    read the next one, with nobody to wake on the way, unless the request
+ *    moves data or may wait on the disk or on other requests (hands_off());
+ *    then it hands the role on first.
+ *  - While the leader serves a request in its turn, and throughout a
+ *    burst, one parked thread, the watchdog, wakes every ZR_LEAD_CHECK_NS;
+ *    when the leader has been busy with one request for longer than that,
+ *    the watchdog takes the role over (a handler that waits on another
+ *    request, as lseek's does, relies on this as well as on hands_off()).
+ *    The old leader parks when it is done.
+ * With the backing directory on tmpfs this took a round trip from about
+ * 9.4 to 7.0 µs, and an untar of 10,000 files from 1.8 to 1.5 s
+ * (docs/DESIGN-NOTES.md).
+ *
+ * Locking: park_lock protects leader, lead_gen and watchdog; a thread leads
+ * while its my_gen equals lead_gen (my_gen is per thread, lead_gen is also
+ * read as an atomic without the lock). lead_since is a relaxed atomic
+ * written by the leader, read by the watchdog. poll_fd is set before the
+ * session loop starts.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "zr_util.h"
+
+/* How often the watchdog looks, and how long the leader may be busy with
+ * one request before the watchdog takes its role over (ns). */
+#define ZR_LEAD_CHECK_NS 1000000ull
+
+static int poll_fd = -1;	/* the (non-blocking) session fd; -1: busy_poll off */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cond;	/* park_lock; CLOCK_MONOTONIC, set up by zr_session_hook() */
+static bool leader;		/* park_lock: a thread leads */
+static uint64_t lead_gen;	/* park_lock (atomic reads): bumped for each new leader */
+static bool watchdog;		/* park_lock (atomic reads): a parked thread
+				 * wakes every ZR_LEAD_CHECK_NS to check */
+static unsigned n_parked;	/* park_lock (atomic reads): threads waiting
+				 * on park_cond without a timeout */
+static uint64_t lead_since;	/* relaxed atomic: when the leader took its
+				 * request (ns); 0 while it waits for one */
+static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
+static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
+static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
 static uint32_t init_flags_in;	/* what the kernel offered */
@@ -113,10 +165,195 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
  * cancellation disabled: a thread cancelled while holding a lock would hang
  * the unmount.
  */
+/*
+ * Whether the leader hands its role on before serving the request in @buf
+ * (@n bytes), even in a burst: requests that move data (a READ or WRITE of
+ * 64 KiB or more) or may wait on the disk or on other requests (fsync,
+ * fallocate, copy_file_range, lseek, truncate, destroy).
+ */
+static bool hands_off(const void *buf, ssize_t n)
+{
+	const struct fuse_in_header *in = buf;
+	size_t body = (size_t)n - sizeof(*in);
+
+	switch (in->opcode) {
+	case FUSE_READ:
+		return body >= sizeof(struct fuse_read_in) &&
+		       ((const struct fuse_read_in *)(in + 1))->size >= 65536;
+	case FUSE_WRITE:
+		return body >= sizeof(struct fuse_write_in) &&
+		       ((const struct fuse_write_in *)(in + 1))->size >= 65536;
+	case FUSE_SETATTR:
+		return body >= sizeof(struct fuse_setattr_in) &&
+		       (((const struct fuse_setattr_in *)(in + 1))->valid & FATTR_SIZE);
+	case FUSE_FSYNC:
+	case FUSE_FSYNCDIR:
+	case FUSE_FALLOCATE:
+	case FUSE_COPY_FILE_RANGE:
+	case FUSE_LSEEK:
+	case FUSE_DESTROY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool am_leader(void)
+{
+	return my_gen && my_gen == __atomic_load_n(&lead_gen, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Give up the leader's role, if this thread still has it. @wake_all:
+ * every parked thread wakes (the device failed); else one, to lead.
+ */
+static void step_down(bool wake_all)
+{
+	pthread_mutex_lock(&park_lock);
+	if (my_gen == lead_gen) {
+		leader = false;
+		if (wake_all)
+			pthread_cond_broadcast(&park_cond);
+		else
+			pthread_cond_signal(&park_cond);
+	}
+	my_gen = 0;
+	pthread_mutex_unlock(&park_lock);
+}
+
+/* Take the role. Caller holds park_lock. */
+static void take_lead(void)
+{
+	leader = true;
+	__atomic_store_n(&lead_gen, lead_gen + 1, __ATOMIC_RELEASE);
+	my_gen = lead_gen;
+	__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
+}
+
+static void unlock_park(void *arg)
+{
+	(void)arg;
+	pthread_mutex_unlock(&park_lock);
+}
+
+static void deadline_in(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ns / 1000000000u);
+	ts->tv_nsec += (long)(ns % 1000000000u);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/*
+ * Wait until this thread may lead, and take the role: when it is free, or,
+ * as the watchdog in a burst, when the leader has been busy with one
+ * request for longer than ZR_LEAD_CHECK_NS. libfuse cancels its threads at
+ * exit, here too: the cleanup handler gives park_lock back.
+ */
+static void park(struct zr_fs *fs)
+{
+	struct timespec ts;
+	uint64_t since;
+
+	pthread_mutex_lock(&park_lock);
+	pthread_cleanup_push(unlock_park, NULL);
+	while (leader) {
+		since = __atomic_load_n(&lead_since, __ATOMIC_RELAXED);
+		if (watchdog || (!since && !zr_cpulat_bursting(fs))) {
+			__atomic_add_fetch(&n_parked, 1, __ATOMIC_RELAXED);
+			pthread_cond_wait(&park_cond, &park_lock);
+			__atomic_sub_fetch(&n_parked, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		if (since && zr_now_ns() - since > ZR_LEAD_CHECK_NS) {
+			__atomic_add_fetch(&n_takeovers, 1, __ATOMIC_RELAXED);
+			break;	/* the leader is slow: lead instead */
+		}
+		__atomic_store_n(&watchdog, true, __ATOMIC_RELAXED);
+		deadline_in(&ts, ZR_LEAD_CHECK_NS);
+		pthread_cond_timedwait(&park_cond, &park_lock, &ts);
+		__atomic_store_n(&watchdog, false, __ATOMIC_RELAXED);
+	}
+	take_lead();
+	pthread_cleanup_pop(1);
+}
+
+/*
+ * As the leader, read the next request from poll_fd: in a burst, read in
+ * a loop for up to busy_poll µs; then (and outside a burst at once) sleep
+ * in poll(2) until one comes. @return what read(2) returned: the request's
+ * length, or -1 with errno set (ENODEV once the file system is unmounted).
+ */
+static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
+{
+	struct pollfd pfd = { .fd = poll_fd, .events = POLLIN };
+	uint64_t deadline = 0;
+	ssize_t n;
+
+	for (;;) {
+		n = read(poll_fd, buf, len);
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (zr_cpulat_bursting(fs)) {
+			uint64_t now = zr_now_ns();
+
+			if (!deadline)
+				deadline = now + (uint64_t)fs->opt->busy_poll * 1000u;
+			if (now < deadline)
+				continue;
+		}
+		deadline = 0;
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+/*
+ * Read the next request with busy_poll on (see "Busy polling" above):
+ * park until this thread leads, read, and hand the role on unless the
+ * request is served in the leader's own turn.
+ */
+static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
+{
+	ssize_t n;
+
+	if (!am_leader())
+		park(fs);
+	__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
+	n = lead_read(fs, buf, len);
+	if (n < 0) {
+		int err = errno;
+
+		step_down(true);
+		errno = err;
+		return n;
+	}
+	__atomic_store_n(&lead_since, zr_now_ns(), __ATOMIC_RELAXED);
+	if (!zr_cpulat_bursting(fs) || hands_off(buf, n)) {
+		step_down(false);
+		return n;
+	}
+	__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
+	/* serving it in our turn: make sure somebody watches */
+	if (!__atomic_load_n(&watchdog, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&n_parked, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&park_lock);
+		if (!watchdog)
+			pthread_cond_signal(&park_cond);
+		pthread_mutex_unlock(&park_lock);
+	}
+	return n;
+}
+
 static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct zr_fs *fs = userdata;
-	ssize_t n = read(fd, buf, len);
+	ssize_t n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
 	int cstate;
 
@@ -226,6 +463,34 @@ int zr_session_hook(struct zr_fs *fs)
 		.read = zr_io_read,
 		.writev = zr_io_writev,
 	};
+	int fd = fuse_session_fd(fs->se);
 
-	return fuse_session_custom_io(fs->se, &io, fuse_session_fd(fs->se));
+	if (fs->opt->busy_poll) {
+		pthread_condattr_t ca;
+		int fl = fcntl(fd, F_GETFL);
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&park_cond, &ca);
+		pthread_condattr_destroy(&ca);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			zr_log(ZR_LOG_INFO, "busy_poll: cannot make the FUSE descriptor non-blocking (%s): off",
+			       strerror(errno));
+		else
+			poll_fd = fd;
+	}
+	return fuse_session_custom_io(fs->se, &io, fd);
+}
+
+/** Requests the leader read and served in its own turn, in a burst (for
+ * the stats). */
+uint64_t zr_session_leads(void)
+{
+	return __atomic_load_n(&n_leads, __ATOMIC_RELAXED);
+}
+
+/** Times the watchdog took the leader's role over (for the stats). */
+uint64_t zr_session_takeovers(void)
+{
+	return __atomic_load_n(&n_takeovers, __ATOMIC_RELAXED);
 }

@@ -51,6 +51,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(o.cache, ZR_CACHE_WRITEBACK);
 	ck_assert_uint_eq(o.read_ahead, 1024 * 1024);
 	ck_assert_int_eq(o.cpu_latency, 0);
+	ck_assert_uint_eq(o.busy_poll, 20);
 	zr_options_free(&o);
 }
 END_TEST
@@ -77,7 +78,7 @@ START_TEST(test_values)
 			       "size=2g,comp=zstd,comp_level=-3,cold_comp=lz4hc,cold_level=12,"
 			       "block_size=16k,min_saving=25%,policy=lru,dirty_expire=500ms,"
 			       "seq_cutoff=0,cache=writethrough,high_wm=70,low_wm=50,"
-			       "read_ahead=256k,cpu_latency=20",
+			       "read_ahead=256k,cpu_latency=20,busy_poll=150",
 			       "/b", "/m", NULL), 0);
 	ck_assert_uint_eq(o.store.budget, 2ull << 30);
 	ck_assert_int_eq(o.store.comp, ZR_CODEC_ZSTD);
@@ -94,6 +95,15 @@ START_TEST(test_values)
 	ck_assert_uint_eq(o.store.low_wm, 50);
 	ck_assert_uint_eq(o.read_ahead, 256 * 1024);
 	ck_assert_int_eq(o.cpu_latency, 20);
+	ck_assert_uint_eq(o.busy_poll, 150);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "busy_poll=off", "/b", "/m", NULL), 0);
+	ck_assert_uint_eq(o.busy_poll, 0);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "busy_poll=0", "/b", "/m", NULL), 0);
+	ck_assert_uint_eq(o.busy_poll, 0);
 	zr_options_free(&o);
 
 	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "cpu_latency=off", "/b", "/m", NULL), 0);
@@ -139,6 +149,10 @@ static const struct {
 	{ "cpu_latency=100001", "cpu_latency" },
 	{ "cpu_latency=5%", "cpu_latency" },
 	{ "cpu_latency=low", "cpu_latency" },
+	{ "busy_poll=-1", "busy_poll" },
+	{ "busy_poll=1001", "busy_poll" },
+	{ "busy_poll=20%", "busy_poll" },
+	{ "busy_poll=fast", "busy_poll" },
 };
 
 START_TEST(test_bad)

@@ -17,7 +17,7 @@ echo "not a directory" >"$F"
 say "--help and --version"
 "$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
 for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
-	policy= dirty_expire= seq_cutoff= cache= read_ahead= cpu_latency= allow_other; do
+	policy= dirty_expire= seq_cutoff= cache= read_ahead= cpu_latency= busy_poll= allow_other; do
 	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
 done
 "$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
@@ -93,6 +93,7 @@ refused "dirty_expire&soon" -o dirty_expire=soon "$B" "$M"
 refused "min_saving&200%" -o min_saving=200% "$B" "$M"
 refused "seq_cutoff&lots" -o seq_cutoff=lots "$B" "$M"
 refused "cpu_latency&-5" -o cpu_latency=-5 "$B" "$M"
+refused "busy_poll&5000" -o busy_poll=5000 "$B" "$M"
 refused comp_level -o comp=zstd,comp_level=high "$B" "$M"
 refused frobnicate -o frobnicate=1 "$B" "$M"
 refused frobnicate -o frobnicate "$B" "$M"

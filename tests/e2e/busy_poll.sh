@@ -1,0 +1,84 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# busy_poll: during a burst of requests one daemon thread polls /dev/fuse
+# and serves them itself (busy_poll_leads counts them); once the burst is
+# over nothing polls (the daemon uses no CPU while idle); busy_poll=off
+# never polls.  A request that waits on others must not hang behind the
+# poller: lseek(SEEK_DATA) on a file whose dirty pages are still in the
+# kernel's cache makes the kernel write them back (WRITE requests that other
+# threads serve) before it is answered, and fsync waits on the disk; both
+# run here in the middle of a burst, and their results are checked.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "busy polling is the daemon's"
+zr_stats_on || zr_skip "needs the .zramfs control directory"
+zr_need_tool python3
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+
+# burst N: create and remove N small files (about 10 requests each)
+burst() {
+	local i
+	mkdir -p "$ZR_MNT/burst"
+	for i in $(seq "$1"); do echo "$i" >"$ZR_MNT/burst/f$i"; done
+	rm -rf "$ZR_MNT/burst"
+}
+
+# cpu_ticks: user + system clock ticks of the daemon so far
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(zr_stat pid)/stat"; }
+
+say "default: the burst is served by the poller"
+zr_mount "" "$B" "$M"
+[ "$(zr_config busy_poll)" = 20 ] || fail "config shows busy_poll '$(zr_config busy_poll)', want 20"
+l0=$(zr_stat busy_poll_leads)
+burst 500
+l1=$(zr_stat busy_poll_leads)
+[ $((l1 - l0)) -ge 2000 ] ||
+	fail "the poller read $((l1 - l0)) requests of a 500-file burst (about 5000), want >= 2000"
+
+say "idle after the burst: nothing polls"
+sleep 1.5
+t0=$(cpu_ticks)
+sleep 2
+t1=$(cpu_ticks)
+[ $((t1 - t0)) -le 10 ] || fail "the idle daemon used $((t1 - t0)) ticks of CPU in 2 s: still polling"
+
+say "lseek and fsync in the middle of a burst"
+(
+	end=$((SECONDS + 5))
+	while [ "$SECONDS" -lt "$end" ]; do burst 100; done
+) &
+bg=$!
+sleep 1	# long enough for every idle thread to have parked
+timeout 30 python3 - "$ZR_MNT/sparse" <<'EOF' || fail "lseek/fsync during a burst failed or hung"
+import os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+blk = 1 << 20
+for i in range(12):
+    # data at blocks 0, 2, 4, ...: written just now, still dirty in the kernel
+    os.pwrite(fd, bytes([i + 1]) * 4096, 2 * i * blk)
+    d = os.lseek(fd, 0, os.SEEK_DATA)
+    assert d == 0, "SEEK_DATA from 0 gave %d" % d
+    h = os.lseek(fd, 2 * i * blk, os.SEEK_DATA)
+    assert h == 2 * i * blk, "SEEK_DATA at block %d gave %d" % (2 * i, h)
+    if i % 3 == 0:
+        os.fsync(fd)
+for i in range(12):
+    got = os.pread(fd, 4096, 2 * i * blk)
+    assert got == bytes([i + 1]) * 4096, "block %d reads back wrong" % (2 * i)
+os.close(fd)
+EOF
+wait "$bg" || fail "the background burst failed"
+l2=$(zr_stat busy_poll_leads)
+[ "$l2" -gt "$l1" ] || fail "busy_poll_leads did not grow during the second burst"
+zr_umount
+
+say "busy_poll=off never polls"
+zr_mount "busy_poll=off" "$B" "$M"
+[ "$(zr_config busy_poll)" = 0 ] || fail "config shows busy_poll '$(zr_config busy_poll)', want 0"
+burst 300
+[ "$(zr_stat busy_poll_leads)" = 0 ] || fail "busy_poll=off: the poller read $(zr_stat busy_poll_leads) requests"
+zr_umount
+say "ok"
