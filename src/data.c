@@ -263,10 +263,13 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 /*
  * Bring block @idx of @ino into @blk: from the store, else from the backing
  * file (zeros past its end), inserting it clean unless @no_insert.
+ * @for_read: serving a READ, which hands the busy-poll leader's role on
+ * before it waits on the backing disk (session.c; the read-modify-write of
+ * a new file's block must not: its pread is past the backing file's end).
  * @return 0 or -errno.
  */
 static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t idx,
-		      char *blk, bool no_insert)
+		      char *blk, bool no_insert, bool for_read)
 {
 	uint64_t gen = __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE);
 	ssize_t n;
@@ -277,6 +280,8 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 		return 0;
 	if (rc < 0)
 		return rc;
+	if (for_read)
+		zr_session_blocking();
 	n = full_pread(fd, blk, fs->bs, (off_t)(idx * fs->bs));
 	if (n < 0)
 		return (int)n;
@@ -392,6 +397,7 @@ static int read_blocks_bypass(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				break;
 		}
 		len = run * bs;
+		zr_session_blocking();
 		got = full_pread(fd, dst + i * bs, len, (off_t)((idx + i) * bs));
 		if (got < 0)
 			return (int)got;
@@ -421,7 +427,10 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	if (fd < 0)
 		return fd;
 	if (!fs->store) {
-		ssize_t n = full_pread(fd, out, size, (off_t)off);
+		ssize_t n;
+
+		zr_session_blocking();
+		n = full_pread(fd, out, size, (off_t)off);
 
 		if (n > 0)
 			zr_stat_add(&fs->bytes_read_backing, (uint64_t)n);
@@ -456,9 +465,9 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 				break;
 			}
 		} else if (boff == 0 && n == bs) {
-			rc = load_block(fs, ino, fd, idx, dst, bypass);
+			rc = load_block(fs, ino, fd, idx, dst, bypass, true);
 		} else {
-			rc = load_block(fs, ino, fd, idx, blk, bypass);
+			rc = load_block(fs, ino, fd, idx, blk, bypass, true);
 			if (rc == 0)
 				memcpy(dst, blk + boff, n);
 		}
@@ -775,7 +784,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			if (idx * bs >= fsize) {
 				memset(blk, 0, bs);
 			} else {
-				rc = load_block(fs, ino, fd, idx, blk, true);
+				rc = load_block(fs, ino, fd, idx, blk, true, false);
 				if (rc)
 					break;
 				if (fsize < idx * bs + bs)
@@ -1103,7 +1112,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		} else if (zr_file_read(ino->blocks, idx, blk) != 1) {
 			if (punched)
 				continue;	/* not cached: the backing punch did it */
-			rc = load_block(fs, ino, fd, idx, blk, true);
+			rc = load_block(fs, ino, fd, idx, blk, true, false);
 			if (rc)
 				break;
 		}

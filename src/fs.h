@@ -266,6 +266,7 @@ void zr_wb_stop(struct zr_fs *fs);
 int zr_session_hook(struct zr_fs *fs);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
+void zr_session_blocking(void);
 
 /* cpulat.c */
 int zr_cpulat_start(struct zr_fs *fs);

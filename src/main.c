@@ -267,8 +267,12 @@ int main(int argc, char *argv[])
 	} else {
 		loop_cfg = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(loop_cfg, 0);
-		/* keep threads around: no create/destroy churn per request */
-		fuse_loop_cfg_set_idle_threads(loop_cfg, 16);
+		/*
+		 * libfuse's default of -1 idle threads keeps every thread it
+		 * started (no create/destroy churn); a limit would make it end
+		 * threads after a request, and with busy_poll a thread that
+		 * leads must come back to read (session.c).
+		 */
 		fuse_loop_cfg_set_max_threads(loop_cfg, 32);
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);

@@ -34,7 +34,8 @@
  *  - In a burst, the leader serves the request itself and comes back to
  *    read the next one, with nobody to wake on the way, unless the request
  *    moves data or may wait on the disk or on other requests (hands_off());
- *    then it hands the role on first.
+ *    then it hands the role on first. A READ that finds its block missing
+ *    from the tier hands it on before its pread (zr_session_blocking()).
  *  - While the leader serves a request in its turn, and throughout a
  *    burst, one parked thread, the watchdog, wakes every ZR_LEAD_CHECK_NS;
  *    when the leader has been busy with one request for longer than that,
@@ -84,6 +85,7 @@ static unsigned n_parked;	/* park_lock (atomic reads): threads waiting
 static uint64_t lead_since;	/* relaxed atomic: when the leader took its
 				 * request (ns); 0 while it waits for one */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
+static __thread bool in_turn;	/* serving a request in the leader's turn */
 static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
@@ -158,13 +160,6 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
 	zr_fd_put(fs, ino);
 }
 
-/*
- * libfuse 3.14's worker threads run this with cancellation enabled (it
- * cancels them when the loop ends), so everything after the read(), which
- * takes locks and makes syscalls that are cancellation points, runs with
- * cancellation disabled: a thread cancelled while holding a lock would hang
- * the unmount.
- */
 /*
  * Whether the leader hands its role on before serving the request in @buf
  * (@n bytes), even in a burst: requests that move data (a READ or WRITE of
@@ -285,7 +280,10 @@ static void park(struct zr_fs *fs)
  * As the leader, read the next request from poll_fd: in a burst, read in
  * a loop for up to busy_poll µs; then (and outside a burst at once) sleep
  * in poll(2) until one comes. @return what read(2) returned: the request's
- * length, or -1 with errno set (ENODEV once the file system is unmounted).
+ * length, or -1 with errno set (ENODEV once the file system is unmounted);
+ * -1 with errno EAGAIN when this thread has lost the role meanwhile (the
+ * watchdog took it over while this thread was held up on its way here).
+ * ENOENT (a request the kernel dropped while we copied it) is retried.
  */
 static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 {
@@ -294,10 +292,14 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 	ssize_t n;
 
 	for (;;) {
+		if (!am_leader()) {
+			errno = EAGAIN;
+			return -1;
+		}
 		n = read(poll_fd, buf, len);
-		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR && errno != ENOENT))
 			return n;
-		if (errno == EINTR)
+		if (errno != EAGAIN)
 			continue;
 		if (zr_cpulat_bursting(fs)) {
 			uint64_t now = zr_now_ns();
@@ -313,6 +315,17 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 	}
 }
 
+/* Wake a parked thread to watch the leader if none does. */
+static void need_watchdog(void)
+{
+	if (__atomic_load_n(&watchdog, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&park_lock);
+	if (!watchdog && n_parked)
+		pthread_cond_signal(&park_cond);
+	pthread_mutex_unlock(&park_lock);
+}
+
 /*
  * Read the next request with busy_poll on (see "Busy polling" above):
  * park until this thread leads, read, and hand the role on unless the
@@ -320,36 +333,48 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
  */
 static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 {
+	uint64_t now;
 	ssize_t n;
 
-	if (!am_leader())
-		park(fs);
-	__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
-	n = lead_read(fs, buf, len);
-	if (n < 0) {
+	in_turn = false;
+	for (;;) {
+		if (!am_leader())
+			park(fs);
+		__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
+		n = lead_read(fs, buf, len);
+		if (n >= 0 || errno != EAGAIN)
+			break;
+		my_gen = 0;	/* superseded: park again */
+	}
+	if (n < (ssize_t)sizeof(struct fuse_in_header)) {
 		int err = errno;
 
-		step_down(true);
+		step_down(n < 0);
 		errno = err;
 		return n;
 	}
-	__atomic_store_n(&lead_since, zr_now_ns(), __ATOMIC_RELAXED);
+	now = zr_now_ns();
 	if (!zr_cpulat_bursting(fs) || hands_off(buf, n)) {
 		step_down(false);
 		return n;
 	}
+	/* serve it in our turn, watched */
+	__atomic_store_n(&lead_since, now, __ATOMIC_RELAXED);
+	if (!am_leader())
+		return n;	/* taken over meanwhile: lead_since is the new leader's */
 	__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
-	/* serving it in our turn: make sure somebody watches */
-	if (!__atomic_load_n(&watchdog, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&n_parked, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&park_lock);
-		if (!watchdog)
-			pthread_cond_signal(&park_cond);
-		pthread_mutex_unlock(&park_lock);
-	}
+	in_turn = true;
+	need_watchdog();
 	return n;
 }
 
+/*
+ * libfuse 3.14's worker threads run this with cancellation enabled (it
+ * cancels them when the loop ends), so everything after the read(), which
+ * takes locks and makes syscalls that are cancellation points, runs with
+ * cancellation disabled: a thread cancelled while holding a lock would hang
+ * the unmount.
+ */
 static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct zr_fs *fs = userdata;
@@ -464,22 +489,40 @@ int zr_session_hook(struct zr_fs *fs)
 		.writev = zr_io_writev,
 	};
 	int fd = fuse_session_fd(fs->se);
+	int rc = fuse_session_custom_io(fs->se, &io, fd);
+	pthread_condattr_t ca;
+	int fl;
 
-	if (fs->opt->busy_poll) {
-		pthread_condattr_t ca;
-		int fl = fcntl(fd, F_GETFL);
+	if (rc || !fs->opt->busy_poll)
+		return rc;
+	/* only once our read hook is in: libfuse's own read takes EAGAIN
+	 * for a fatal error */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&park_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		zr_log(ZR_LOG_INFO, "busy_poll: cannot make the FUSE descriptor non-blocking (%s): off",
+		       strerror(errno));
+	else
+		poll_fd = fd;
+	return 0;
+}
 
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&park_cond, &ca);
-		pthread_condattr_destroy(&ca);
-		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-			zr_log(ZR_LOG_INFO, "busy_poll: cannot make the FUSE descriptor non-blocking (%s): off",
-			       strerror(errno));
-		else
-			poll_fd = fd;
-	}
-	return fuse_session_custom_io(fs->se, &io, fd);
+/**
+ * zr_session_blocking() - say that the request this thread serves is about
+ * to wait on the backing disk (a block missing from the tier, a backing
+ * file to open). If it is being served in the leader's turn, the role is
+ * handed on first, so that other requests are read and served meanwhile;
+ * otherwise this does nothing. Cheap enough to call before every pread.
+ */
+void zr_session_blocking(void)
+{
+	if (!in_turn)
+		return;
+	in_turn = false;
+	step_down(false);
 }
 
 /** Requests the leader read and served in its own turn, in a burst (for
