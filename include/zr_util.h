@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ZR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ZR_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -26,6 +27,13 @@ uint64_t zr_now_ms(void);
 
 /** Monotonic clock in nanoseconds. */
 uint64_t zr_now_ns(void);
+
+/**
+ * zr_deadline() - set @ts to @ns nanoseconds from now on clock @clk (the
+ * clock of the condition variable it is for), for
+ * pthread_cond_timedwait().
+ */
+void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns);
 
 /**
  * zr_parse_size() - parse "123", "64k", "1.5G", "25%" (of @ram_bytes) into

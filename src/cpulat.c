@@ -66,17 +66,6 @@ static int lat_write(struct zr_fs *fs, int32_t us)
 	return n < 0 ? -errno : -EIO;
 }
 
-static void lat_timespec(struct timespec *ts, uint64_t ms_from_now)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ms_from_now / 1000);
-	ts->tv_nsec += (long)(ms_from_now % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Drops the request once no burst of requests came for ZR_LAT_HOLD_MS. */
 static void *lat_main(void *arg)
 {
@@ -96,7 +85,7 @@ static void *lat_main(void *arg)
 		now = zr_now_ms();
 		idle = now > last ? now - last : 0;
 		if (idle < ZR_LAT_HOLD_MS) {
-			lat_timespec(&ts, ZR_LAT_HOLD_MS - idle);
+			zr_deadline(&ts, CLOCK_MONOTONIC, (ZR_LAT_HOLD_MS - idle) * 1000000ull);
 			pthread_cond_timedwait(&fs->lat_cond, &fs->lat_lock, &ts);
 			continue;
 		}

@@ -1328,10 +1328,7 @@ static void *wb_main(void *arg)
 		if (more_fill)
 			period = 20;	/* copies are still queued: go on soon */
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)(period % 1000) * 1000000L;
-		ts.tv_sec += (time_t)(period / 1000) + ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		zr_deadline(&ts, CLOCK_REALTIME, period * 1000000ull);
 		pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
 		if (fs->wb_stop)
 			break;

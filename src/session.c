@@ -231,17 +231,6 @@ static void unlock_park(void *arg)
 	pthread_mutex_unlock(&park_lock);
 }
 
-static void deadline_in(struct timespec *ts, uint64_t ns)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ns / 1000000000u);
-	ts->tv_nsec += (long)(ns % 1000000000u);
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /*
  * Wait until this thread may lead, and take the role: when it is free, or,
  * as the watchdog in a burst, when the leader has been busy with one
@@ -268,7 +257,7 @@ static void park(struct zr_fs *fs)
 			break;	/* the leader is slow: lead instead */
 		}
 		__atomic_store_n(&watchdog, true, __ATOMIC_RELAXED);
-		deadline_in(&ts, ZR_LEAD_CHECK_NS);
+		zr_deadline(&ts, CLOCK_MONOTONIC, ZR_LEAD_CHECK_NS);
 		pthread_cond_timedwait(&park_cond, &park_lock, &ts);
 		__atomic_store_n(&watchdog, false, __ATOMIC_RELAXED);
 	}

@@ -22,6 +22,16 @@ uint64_t zr_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns)
+{
+	uint64_t nsec;
+
+	clock_gettime(clk, ts);
+	nsec = (uint64_t)ts->tv_nsec + ns % 1000000000u;
+	ts->tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
+	ts->tv_nsec = (long)(nsec % 1000000000u);
+}
+
 uint64_t zr_now_ms(void)
 {
 	return zr_now_ns() / 1000000ull;

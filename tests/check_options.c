@@ -208,6 +208,29 @@ START_TEST(test_parse_size)
 }
 END_TEST
 
+/* zr_deadline(): a monotonic deadline carries nanoseconds into seconds. */
+START_TEST(test_deadline)
+{
+	struct timespec before, ts, after;
+	uint64_t ns[] = { 0, 1, 999999999ull, 1000000000ull, 1500000000ull, 3999999999ull };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+		uint64_t lo, t, hi;
+
+		clock_gettime(CLOCK_MONOTONIC, &before);
+		zr_deadline(&ts, CLOCK_MONOTONIC, ns[i]);
+		clock_gettime(CLOCK_MONOTONIC, &after);
+		ck_assert_int_ge(ts.tv_nsec, 0);
+		ck_assert_int_lt(ts.tv_nsec, 1000000000L);
+		lo = (uint64_t)before.tv_sec * 1000000000ull + (uint64_t)before.tv_nsec + ns[i];
+		t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		hi = (uint64_t)after.tv_sec * 1000000000ull + (uint64_t)after.tv_nsec + ns[i];
+		ck_assert_uint_ge(t, lo);
+		ck_assert_uint_le(t, hi);
+	}
+}
+END_TEST
+
 START_TEST(test_unescape_octal)
 {
 	char a[] = "/mnt/with\\040space\\011tab";
@@ -232,6 +255,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_test(tc, test_parse_size);
 	tcase_add_test(tc, test_unescape_octal);
+	tcase_add_test(tc, test_deadline);
 	suite_add_tcase(s, tc);
 	return s;
 }
