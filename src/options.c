@@ -170,6 +170,18 @@ static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out
 	return 0;
 }
 
+/* "off" (*@off set), or microseconds from 0 to @max (*@us set).
+ * @return 0 or -EINVAL. */
+static int parse_us_or_off(const char *s, unsigned max, bool *off, unsigned *us)
+{
+	*off = strcmp(s, "off") == 0;
+	if (*off)
+		return 0;
+	if (strchr(s, '%'))
+		return -EINVAL;
+	return parse_uint_pct(s, 0, max, us);
+}
+
 static int parse_codec(struct parse_ctx *pc, const char *optname, const char *s,
 		       enum zr_codec_id *out)
 {
@@ -313,27 +325,21 @@ static int zr_options_check(struct parse_ctx *pc)
 	}
 	if (o->cpu_latency_str) {
 		unsigned us;
+		bool off;
 
-		if (strcmp(o->cpu_latency_str, "off") == 0)
-			o->cpu_latency = -1;
-		else if (parse_uint_pct(o->cpu_latency_str, 0, 100000, &us) == 0 &&
-			 !strchr(o->cpu_latency_str, '%'))
-			o->cpu_latency = (int)us;
-		else
+		if (parse_us_or_off(o->cpu_latency_str, 100000, &off, &us))
 			return bad(pc, "invalid value '%s' for cpu_latency: expected microseconds, 0..100000, or off%s",
 				   o->cpu_latency_str, "");
+		o->cpu_latency = off ? -1 : (int)us;
 	}
 	if (o->busy_poll_str) {
 		unsigned us;
+		bool off;
 
-		if (strcmp(o->busy_poll_str, "off") == 0)
-			o->busy_poll = 0;
-		else if (parse_uint_pct(o->busy_poll_str, 0, 1000, &us) == 0 &&
-			 !strchr(o->busy_poll_str, '%'))
-			o->busy_poll = us;
-		else
+		if (parse_us_or_off(o->busy_poll_str, 1000, &off, &us))
 			return bad(pc, "invalid value '%s' for busy_poll: expected microseconds, 0..1000, or off%s",
 				   o->busy_poll_str, "");
+		o->busy_poll = off ? 0 : us;
 	}
 	if (!o->backing && !o->show_help && !o->show_version) {
 		snprintf(pc->err, pc->errlen,
