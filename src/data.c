@@ -116,10 +116,11 @@ static int full_pwrite(int fd, const void *buf, size_t len, off_t off)
 
 /**
  * zr_data_attach() - make @ino (a regular file whose fd is @fd) ready for
- * data operations: its block map and its cached size.
+ * data operations: its block map and its cached size. @created: the daemon
+ * has just created the backing file (O_EXCL): empty, with no capabilities.
  * @return 0 or -errno.
  */
-int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
+int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 {
 	struct stat st;
 	ssize_t n;
@@ -128,7 +129,11 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 	if (!S_ISREG(ino->type))
 		return 0;
 	pthread_rwlock_wrlock(&ino->lock);
-	if (!ino->size_valid) {
+	if (!ino->size_valid && created) {
+		store_size(ino, 0);
+		ino->size_valid = true;
+		__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
+	} else if (!ino->size_valid) {
 		if (fstat(fd, &st) < 0) {
 			rc = -errno;
 			goto out;
@@ -139,6 +144,8 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd)
 		/* unknown (an error other than "none") counts as present:
 		 * the first write then tries to remove it */
 		n = fgetxattr(fd, ZR_XATTR_CAPS, NULL, 0);
+		if (n < 0 && errno == ENOTSUP)
+			__atomic_store_n(&fs->xattr_enotsup, true, __ATOMIC_RELAXED);
 		__atomic_store_n(&ino->has_caps,
 				 n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP),
 				 __ATOMIC_RELAXED);
@@ -160,7 +167,7 @@ static int attach_cached(struct zr_fs *fs, struct zr_inode *ino)
 	fd = zr_fd_get(fs, ino);
 	if (fd < 0)
 		return fd;
-	rc = zr_data_attach(fs, ino, fd);
+	rc = zr_data_attach(fs, ino, fd, false);
 	zr_fd_put(fs, ino);
 	return rc;
 }
@@ -741,8 +748,9 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED))) {
-		(void)fremovexattr(fd, ZR_XATTR_CAPS);
-		__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
+		/* (when it cannot go, getxattr keeps asking the backing) */
+		if (fremovexattr(fd, ZR_XATTR_CAPS) == 0 || errno == ENODATA)
+			__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
 	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, boff = pos % bs;

@@ -169,6 +169,7 @@ struct zr_fs {
 	bool wb_stop;			/* wb_lock */
 	bool wb_running;
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
+	bool xattr_enotsup;		/* relaxed atomic: the backing refused an xattr call */
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier
@@ -238,7 +239,7 @@ void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 			 unsigned nblocks, const void *buf);
-int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd);
+int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created);
 int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);

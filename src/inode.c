@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -44,6 +45,9 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	if (fstat(root_fd, &st) < 0)
 		return -errno;
 	fs->backing_dev = st.st_dev;
+	/* a backing filesystem without xattrs: getxattr always asks it */
+	if (fgetxattr(root_fd, ZR_XATTR_CAPS, NULL, 0) < 0 && errno == ENOTSUP)
+		fs->xattr_enotsup = true;
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);

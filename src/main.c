@@ -188,10 +188,22 @@ int main(int argc, char *argv[])
 		opt.read_only = 1;
 		fuse_opt_add_arg(&args, "-oro");
 	}
-	if (opt.allow_other && !opt.default_permissions)
+	/*
+	 * The kernel checks permissions against the mode bits, as on a local
+	 * filesystem, except when the daemon runs as root without
+	 * allow_other: then only root (uid and gid 0) can use the mount; for
+	 * root the checks grant everything but executing a file without an x
+	 * bit, which the kernel checks regardless; and their price is a
+	 * GETATTR of the parent directory before every file created in it (a
+	 * create makes the kernel forget the directory's attributes).
+	 * access(2) is then answered by the backing filesystem
+	 * (zr_op_access()). -o default_permissions keeps the kernel's checks,
+	 * for root processes without CAP_DAC_OVERRIDE.
+	 */
+	if (opt.allow_other || geteuid() != 0)
 		opt.default_permissions = 1;
-	/* we are a local filesystem: the kernel checks permissions */
-	fuse_opt_add_arg(&args, "-odefault_permissions");
+	if (opt.default_permissions)
+		fuse_opt_add_arg(&args, "-odefault_permissions");
 	{
 		char fsname[PATH_MAX + 16];
 		char realb[PATH_MAX];

@@ -148,16 +148,20 @@ static void fill_entry(struct zr_fs *fs, struct fuse_entry_param *e,
 
 /*
  * Look @name up in @parent (whose fd is @pfd) and fill @e, taking a lookup
- * reference. @return 0 or -errno.
+ * reference. @known: the entry's stat when the caller has just taken it,
+ * else NULL. @return 0 or -errno.
  */
-static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
-		     const char *name, struct fuse_entry_param *e)
+static int do_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
+			  const char *name, const struct stat *known,
+			  struct fuse_entry_param *e)
 {
 	struct zr_inode *ino;
 	struct stat st;
 	int rc;
 
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (known)
+		st = *known;
+	else if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	rc = zr_inode_lookup(fs, parent, name, &st, &ino);
 	if (rc)
@@ -165,6 +169,12 @@ static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 	zr_data_fix_stat(fs, ino, &st);
 	fill_entry(fs, e, ino, &st);
 	return 0;
+}
+
+static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
+		     const char *name, struct fuse_entry_param *e)
+{
+	return do_lookup_stat(fs, parent, pfd, name, NULL, e);
 }
 
 static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -354,18 +364,15 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			rc = -errno;
 			goto out_at;
 		}
-		if (S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME)) {
-			struct stat now;
-
-			if (at_stat(&at, &now) == 0) {
-				pthread_mutex_lock(&fs->attr_lock);
-				if (in->times_dirty)
-					in->mtime = now.st_mtim;
-				pthread_mutex_unlock(&fs->attr_lock);
-			}
-		}
 	}
 	rc = at_stat(&at, &st);
+	if (rc == 0 && S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME)) {
+		/* the mtime just set is the one a writeback must put back */
+		pthread_mutex_lock(&fs->attr_lock);
+		if (in->times_dirty)
+			in->mtime = st.st_mtim;
+		pthread_mutex_unlock(&fs->attr_lock);
+	}
 	if (rc == 0)
 		zr_data_fix_stat(fs, in, &st);
 out_at:
@@ -375,6 +382,37 @@ out:
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_attr(req, &st, (double)fs->timeout_s);
+}
+
+/*
+ * access(2), chdir(2): the kernel asks only without default_permissions,
+ * i.e. when the daemon runs as root and only root can use the mount
+ * (main.c); the backing filesystem answers for root, as the local
+ * filesystem would (read and write granted, execute when an x bit is set).
+ */
+static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_at at;
+	int rc;
+
+	if (zr_is_ctl(ino)) {
+		struct stat st;
+
+		zr_ctl_stat(fs, ino, &st);
+		rc = (mask & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111) ? EACCES : 0;
+		fuse_reply_err(req, rc);
+		return;
+	}
+	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = faccessat(at.dirfd, at.name, mask,
+		       AT_EACCESS | (at.at_flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))) < 0 ? errno : 0;
+	at_put(fs, &at);
+	fuse_reply_err(req, rc);
 }
 
 static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -422,14 +460,19 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
  * bits, so the mode the backing filesystem gave (with the setgid bit a
  * directory inherits) is put back, less a setgid bit on a file the caller
  * could not have set (not in the file's group), as a local filesystem does.
+ * @out: when not NULL, receives the entry's stat if nothing changed it
+ * (*@have tells), saving the caller a lookup.
  */
-static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_link)
+static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_link,
+			  struct stat *out, bool *have)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat pst, st;
 	gid_t gid = ctx->gid;
 	mode_t mode;
 
+	if (have)
+		*have = false;
 	if (geteuid() != 0)
 		return 0;	/* an unprivileged daemon creates as itself */
 	if (fstat(pfd, &pst) == 0 && (pst.st_mode & S_ISGID))
@@ -440,8 +483,13 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 	if (S_ISREG(st.st_mode) && (mode & S_ISGID) && ctx->uid != 0 &&
 	    !caller_in_group(req, gid))
 		mode &= ~(mode_t)S_ISGID;
-	if (st.st_uid == ctx->uid && st.st_gid == gid && mode == (st.st_mode & 07777))
+	if (st.st_uid == ctx->uid && st.st_gid == gid && mode == (st.st_mode & 07777)) {
+		if (out) {
+			*out = st;
+			*have = true;
+		}
 		return 0;
+	}
 	if (fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	if (!is_link && (st.st_mode & 07000) && fchmodat(pfd, name, mode, 0) < 0)
@@ -475,7 +523,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = mknodat(pfd, name, mode, rdev);
 	rc = rc < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = give_to_caller(req, pfd, name, link != NULL);
+		rc = give_to_caller(req, pfd, name, link != NULL, NULL, NULL);
 	if (rc == 0)
 		rc = do_lookup(fs, p, pfd, name, &e);
 	zr_fd_put(fs, p);
@@ -742,7 +790,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	rc = zr_data_attach(fs, in, fd);
+	rc = zr_data_attach(fs, in, fd, false);
 	/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
 	if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))
 		rc = zr_data_truncate(fs, in, fd, 0);
@@ -768,6 +816,8 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *in;
 	struct fuse_entry_param e;
+	struct stat st;
+	bool created, have_st;
 	int pfd, fd, rc;
 
 	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
@@ -779,17 +829,22 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -pfd);
 		return;
 	}
-	fd = openat(pfd, name, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC |
-		    (fi->flags & O_EXCL), mode & 07777);
+	/* O_EXCL first, to know whether the file is new (empty, without
+	 * capabilities: zr_data_attach() need not look) */
+	fd = openat(pfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+		    mode & 07777);
+	created = fd >= 0;
+	if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL))
+		fd = openat(pfd, name, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
 		rc = -errno;
 		zr_fd_put(fs, p);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = give_to_caller(req, pfd, name, false);
+	rc = give_to_caller(req, pfd, name, false, &st, &have_st);
 	if (rc == 0)
-		rc = do_lookup(fs, p, pfd, name, &e);
+		rc = do_lookup_stat(fs, p, pfd, name, have_st ? &st : NULL, &e);
 	zr_fd_put(fs, p);
 	if (rc) {
 		close(fd);
@@ -805,7 +860,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	rc = zr_data_attach(fs, in, fd);
+	rc = zr_data_attach(fs, in, fd, created);
 	if (rc == 0 && (fi->flags & O_TRUNC))
 		rc = zr_data_truncate(fs, in, fd, 0);
 	zr_fd_put(fs, in);
@@ -1170,10 +1225,32 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 	free(buf);
 }
 
+/*
+ * Whether regular file @in is known to have no security.capability: it is
+ * attached (data.c), which loaded has_caps, and setxattr, removexattr and
+ * the first write have kept it true to the backing file since.
+ */
+static bool caps_known_absent(struct zr_fs *fs, struct zr_inode *in)
+{
+	bool absent;
+
+	if (!S_ISREG(in->type) || __atomic_load_n(&fs->xattr_enotsup, __ATOMIC_RELAXED))
+		return false;
+	pthread_rwlock_rdlock(&in->lock);
+	absent = in->size_valid && !__atomic_load_n(&in->has_caps, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&in->lock);
+	return absent;
+}
+
 static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   size_t size)
 {
-	if (zr_is_ctl(ino))
+	struct zr_fs *fs = zr_fs_of(req);
+
+	/* the kernel asks before the first write to a file and at every
+	 * chown, twice a file in an untar: answer without a syscall */
+	if (zr_is_ctl(ino) ||
+	    (strcmp(name, ZR_XATTR_CAPS) == 0 && caps_known_absent(fs, zr_inode_from_ino(fs, ino))))
 		fuse_reply_err(req, ENODATA);
 	else
 		xattr_read(req, ino, name, size);
@@ -1237,6 +1314,7 @@ const struct fuse_lowlevel_ops zr_ops = {
 	.forget_multi = zr_op_forget_multi,
 	.getattr = zr_op_getattr,
 	.setattr = zr_op_setattr,
+	.access = zr_op_access,
 	.readlink = zr_op_readlink,
 	.mknod = zr_op_mknod,
 	.mkdir = zr_op_mkdir,
