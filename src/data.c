@@ -747,10 +747,14 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	/* a reader that missed must not insert what it read before us */
 	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
-	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED))) {
-		/* (when it cannot go, getxattr keeps asking the backing) */
+	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED) &&
+			!__atomic_load_n(&ino->caps_kill_failed, __ATOMIC_RELAXED))) {
+		/* when it cannot go (a daemon without CAP_SETFCAP), it stays
+		 * known to be there, and is not tried at every write */
 		if (fremovexattr(fd, ZR_XATTR_CAPS) == 0 || errno == ENODATA)
 			__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
+		else
+			__atomic_store_n(&ino->caps_kill_failed, true, __ATOMIC_RELAXED);
 	}
 	while (pos < end) {
 		uint64_t idx = pos / bs, boff = pos % bs;

@@ -58,7 +58,7 @@ struct zr_options {
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
 	int foreground, debug, singlethread, show_help, show_version;
-	int allow_other, default_permissions, read_only;
+	int allow_other, allow_root, default_permissions, no_default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
 };
 
@@ -125,6 +125,7 @@ struct zr_inode {
 	bool fd_pinned;			/* fd pinned because the last name went while open */
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
+	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
 	uint64_t seq_next;		/* next offset of a sequential stream */
 	uint64_t seq_bytes;		/* length of the current sequential stream */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */

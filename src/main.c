@@ -190,18 +190,20 @@ int main(int argc, char *argv[])
 	}
 	/*
 	 * The kernel checks permissions against the mode bits, as on a local
-	 * filesystem, except when the daemon runs as root without
-	 * allow_other: then only root (uid and gid 0) can use the mount; for
-	 * root the checks grant everything but executing a file without an x
-	 * bit, which the kernel checks regardless; and their price is a
-	 * GETATTR of the parent directory before every file created in it (a
-	 * create makes the kernel forget the directory's attributes).
-	 * access(2) is then answered by the backing filesystem
-	 * (zr_op_access()). -o default_permissions keeps the kernel's checks,
-	 * for root processes without CAP_DAC_OVERRIDE.
+	 * filesystem, unless no_default_permissions: a daemon run by root
+	 * (real and effective uid 0: FUSE lets only the mount owner's uid in)
+	 * without allow_other then leaves every check to the backing
+	 * filesystem, as it answers root. That saves a GETATTR of the parent
+	 * directory before every file created in it (a create makes the
+	 * kernel forget the directory's attributes); access(2) is then
+	 * answered by zr_op_access(). A root process without capabilities
+	 * passes every check too, hence opt-in.
 	 */
-	if (opt.allow_other || geteuid() != 0)
-		opt.default_permissions = 1;
+	if (opt.no_default_permissions && (getuid() != 0 || geteuid() != 0)) {
+		fprintf(stderr, "zramfs: no_default_permissions needs a daemon run by root (real and effective uid 0)\n");
+		goto out_fd;
+	}
+	opt.default_permissions = !opt.no_default_permissions;
 	if (opt.default_permissions)
 		fuse_opt_add_arg(&args, "-odefault_permissions");
 	{

@@ -385,10 +385,13 @@ out:
 }
 
 /*
- * access(2), chdir(2): the kernel asks only without default_permissions,
- * i.e. when the daemon runs as root and only root can use the mount
- * (main.c); the backing filesystem answers for root, as the local
- * filesystem would (read and write granted, execute when an x bit is set).
+ * access(2), chdir(2): the kernel asks only without default_permissions
+ * (-o no_default_permissions: the daemon runs as root and only root can
+ * use the mount, main.c); the backing filesystem answers for root, as the
+ * local filesystem would (read and write granted, execute when an x bit
+ * is set). An object reached by its own fd (the root, an unlinked open
+ * file) is named by its /proc/self/fd link: faccessat's AT_EMPTY_PATH
+ * needs faccessat2 (Linux 5.8), which a seccomp filter may refuse.
  */
 static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
@@ -409,8 +412,15 @@ static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = faccessat(at.dirfd, at.name, mask,
-		       AT_EACCESS | (at.at_flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))) < 0 ? errno : 0;
+	if (at.name[0]) {
+		rc = faccessat(at.dirfd, at.name, mask,
+			       AT_EACCESS | (at.at_flags & AT_SYMLINK_NOFOLLOW)) < 0 ? errno : 0;
+	} else {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", at.dirfd);
+		rc = faccessat(AT_FDCWD, path, mask, AT_EACCESS) < 0 ? errno : 0;
+	}
 	at_put(fs, &at);
 	fuse_reply_err(req, rc);
 }
@@ -1111,8 +1121,10 @@ static void note_caps(struct zr_inode *ino, const char *name, bool set)
 	if (!S_ISREG(ino->type) || strcmp(name, ZR_XATTR_CAPS) != 0)
 		return;
 	pthread_rwlock_wrlock(&ino->lock);
-	if (ino->size_valid)
+	if (ino->size_valid) {
 		__atomic_store_n(&ino->has_caps, set, __ATOMIC_RELAXED);
+		__atomic_store_n(&ino->caps_kill_failed, false, __ATOMIC_RELAXED);
+	}
 	pthread_rwlock_unlock(&ino->lock);
 }
 
@@ -1234,7 +1246,9 @@ static bool caps_known_absent(struct zr_fs *fs, struct zr_inode *in)
 {
 	bool absent;
 
-	if (!S_ISREG(in->type) || __atomic_load_n(&fs->xattr_enotsup, __ATOMIC_RELAXED))
+	/* (a filesystem mounted inside the backing tree was not probed) */
+	if (!S_ISREG(in->type) || in->key.dev != fs->backing_dev ||
+	    __atomic_load_n(&fs->xattr_enotsup, __ATOMIC_RELAXED))
 		return false;
 	pthread_rwlock_rdlock(&in->lock);
 	absent = in->size_valid && !__atomic_load_n(&in->has_caps, __ATOMIC_RELAXED);

@@ -30,6 +30,8 @@ enum {
 	KEY_SINGLE,
 	KEY_ALLOW_OTHER,
 	KEY_DEFAULT_PERMS,
+	KEY_NO_DEFAULT_PERMS,
+	KEY_ALLOW_ROOT,
 	KEY_RO,
 	KEY_IGNORE,
 };
@@ -64,6 +66,8 @@ static const struct fuse_opt zr_opt_spec[] = {
 	FUSE_OPT_KEY("-s", KEY_SINGLE),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMS),
+	FUSE_OPT_KEY("no_default_permissions", KEY_NO_DEFAULT_PERMS),
+	FUSE_OPT_KEY("allow_root", KEY_ALLOW_ROOT),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	/* fstab words that mount(8)/mount.fuse3 may leave in -o */
 	FUSE_OPT_KEY("defaults", KEY_IGNORE),
@@ -129,6 +133,12 @@ static int zr_opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_DEFAULT_PERMS:
 		o->default_permissions = 1;
+		return 0;	/* main.c decides */
+	case KEY_NO_DEFAULT_PERMS:
+		o->no_default_permissions = 1;
+		return 0;
+	case KEY_ALLOW_ROOT:
+		o->allow_root = 1;	/* another user than the owner: root */
 		return 1;
 	case KEY_RO:
 		o->read_only = 1;
@@ -308,6 +318,14 @@ static int zr_options_check(struct parse_ctx *pc)
 			 "low_wm (%u%%) must not be above high_wm (%u%%)", c->low_wm, c->high_wm);
 		return -EINVAL;
 	}
+	if (o->no_default_permissions &&
+	    (o->default_permissions || o->allow_other || o->allow_root)) {
+		snprintf(pc->err, pc->errlen,
+			 "no_default_permissions cannot be combined with %s",
+			 o->default_permissions ? "default_permissions" :
+			 o->allow_other ? "allow_other" : "allow_root");
+		return -EINVAL;
+	}
 	if (o->max_fds_str) {
 		unsigned n;
 
@@ -449,7 +467,11 @@ void zr_options_help(const char *prog)
 	       "    -o busy_poll=US|off    during bursts of requests, one thread waits for the next\n"
 	       "                           by polling /dev/fuse for up to US microseconds (20)\n"
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
-	       "    -o default_permissions let the kernel check permissions\n"
+	       "    -o default_permissions let the kernel check permissions (always on unless\n"
+	       "                           no_default_permissions)\n"
+	       "    -o no_default_permissions  root daemon, no allow_other: the backing\n"
+	       "                           filesystem checks, as for root (a GETATTR less per file\n"
+	       "                           created; root processes without capabilities pass too)\n"
 	       "    -o ro                  mount read-only\n"
 	       "\n"
 	       "Control and statistics: MOUNTPOINT/%s/{stats,config,control}, zramfsctl(8).\n",
