@@ -144,7 +144,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 		/* unknown (an error other than "none") counts as present:
 		 * the first write then tries to remove it */
 		n = fgetxattr(fd, ZR_XATTR_CAPS, NULL, 0);
-		if (n < 0 && errno == ENOTSUP)
+		if (n < 0 && errno == ENOTSUP && ino->key.dev == fs->backing_dev)
 			__atomic_store_n(&fs->xattr_enotsup, true, __ATOMIC_RELAXED);
 		__atomic_store_n(&ino->has_caps,
 				 n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP),

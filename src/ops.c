@@ -389,9 +389,12 @@ out:
  * (-o no_default_permissions: the daemon runs as root and only root can
  * use the mount, main.c); the backing filesystem answers for root, as the
  * local filesystem would (read and write granted, execute when an x bit
- * is set). An object reached by its own fd (the root, an unlinked open
- * file) is named by its /proc/self/fd link: faccessat's AT_EMPTY_PATH
- * needs faccessat2 (Linux 5.8), which a seccomp filter may refuse.
+ * is set). Real and effective uid are both 0 (main.c), so plain access
+ * semantics are root's: an object reached by its own fd (the root, an
+ * unlinked open file) goes through access(2) on its /proc/self/fd link,
+ * named ones through faccessat() without flags (AT_EMPTY_PATH or
+ * AT_SYMLINK_NOFOLLOW need faccessat2, Linux 5.8), but for a symlink
+ * itself, which only faccessat2 callers ask about.
  */
 static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
@@ -414,12 +417,13 @@ static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	}
 	if (at.name[0]) {
 		rc = faccessat(at.dirfd, at.name, mask,
-			       AT_EACCESS | (at.at_flags & AT_SYMLINK_NOFOLLOW)) < 0 ? errno : 0;
+			       S_ISLNK(zr_inode_from_ino(fs, ino)->type) ? AT_SYMLINK_NOFOLLOW : 0)
+			< 0 ? errno : 0;
 	} else {
 		char path[64];
 
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", at.dirfd);
-		rc = faccessat(AT_FDCWD, path, mask, AT_EACCESS) < 0 ? errno : 0;
+		rc = access(path, mask) < 0 ? errno : 0;
 	}
 	at_put(fs, &at);
 	fuse_reply_err(req, rc);

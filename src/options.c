@@ -321,7 +321,7 @@ static int zr_options_check(struct parse_ctx *pc)
 	if (o->no_default_permissions &&
 	    (o->default_permissions || o->allow_other || o->allow_root)) {
 		snprintf(pc->err, pc->errlen,
-			 "no_default_permissions cannot be combined with %s",
+			 "no_default_permissions cannot be combined with -o %s",
 			 o->default_permissions ? "default_permissions" :
 			 o->allow_other ? "allow_other" : "allow_root");
 		return -EINVAL;
@@ -469,7 +469,7 @@ void zr_options_help(const char *prog)
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
 	       "    -o default_permissions let the kernel check permissions (always on unless\n"
 	       "                           no_default_permissions)\n"
-	       "    -o no_default_permissions  root daemon, no allow_other: the backing\n"
+	       "    -o no_default_permissions  root daemon, no allow_other/allow_root: the backing\n"
 	       "                           filesystem checks, as for root (a GETATTR less per file\n"
 	       "                           created; root processes without capabilities pass too)\n"
 	       "    -o ro                  mount read-only\n"

@@ -114,7 +114,11 @@ START_TEST(test_values)
 	ck_assert_uint_eq(o.read_ahead, 0);
 	zr_options_free(&o);
 
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "allow_root", "/b", "/m", NULL), 0);
 	ck_assert_int_eq(o.no_default_permissions, 0);
+	ck_assert_int_eq(o.allow_root, 1);
+	zr_options_free(&o);
+
 	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "no_default_permissions", "/b", "/m", NULL), 0);
 	ck_assert_int_eq(o.no_default_permissions, 1);
 	zr_options_free(&o);
@@ -158,9 +162,9 @@ static const struct {
 	{ "busy_poll=1001", "busy_poll" },
 	{ "busy_poll=20%", "busy_poll" },
 	{ "busy_poll=fast", "busy_poll" },
-	{ "no_default_permissions,allow_other", "allow_other" },
-	{ "allow_root,no_default_permissions", "allow_root" },
-	{ "no_default_permissions,default_permissions", "no_default_permissions" },
+	{ "no_default_permissions,allow_other", "with -o allow_other" },
+	{ "allow_root,no_default_permissions", "with -o allow_root" },
+	{ "no_default_permissions,default_permissions", "with -o default_permissions" },
 };
 
 START_TEST(test_bad)

@@ -125,10 +125,23 @@ zr_umount
 say "-o no_default_permissions: the backing filesystem answers for root"
 check_mount "no_default_permissions" 0 "no_default_permissions"
 
-say "no_default_permissions needs a root daemon"
-rc=0
-setpriv --reuid=65534 --regid=65534 --clear-groups -- "$ZRAMFS" -o no_default_permissions "$B" "$M" \
-	>"$ZR_TMP/out" 2>"$ZR_TMP/err" || rc=$?
-[ "$rc" != 0 ] || { fusermount3 -u "$M" 2>/dev/null; fail "a non-root daemon accepted no_default_permissions"; }
-grep -q "no_default_permissions needs a daemon run by root" "$ZR_TMP/err" ||
-	fail "no message naming the problem: $(cat "$ZR_TMP/err")"
+# refused_as WHO SETPRIV-ARGS...: the daemon started through setpriv with
+# no_default_permissions must refuse, mount nothing and say why
+refused_as() {
+	local who=$1 rc=0
+	shift
+	setpriv "$@" -- "$ZRAMFS" -o no_default_permissions "$B" "$M" \
+		>"$ZR_TMP/out" 2>"$ZR_TMP/err" || rc=$?
+	if zr_is_mounted "$M"; then
+		fusermount3 -u "$M" 2>/dev/null || umount "$M"
+		fail "$who: the daemon mounted with no_default_permissions"
+	fi
+	[ "$rc" != 0 ] || fail "$who: the daemon accepted no_default_permissions"
+	grep -q "no_default_permissions needs a daemon run by root" "$ZR_TMP/err" ||
+		fail "$who: no message naming the problem: $(cat "$ZR_TMP/err")"
+	say "ok: $who refused"
+}
+say "no_default_permissions needs a root daemon: real and effective uid 0"
+refused_as "a non-root daemon" --reuid=65534 --regid=65534 --clear-groups
+# libfuse mounts for the real uid: that user would get in unchecked
+refused_as "a daemon with real uid 65534, effective uid 0" --ruid=65534
