@@ -180,16 +180,24 @@ static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out
 	return 0;
 }
 
-/* "off" (*@off set), or microseconds from 0 to @max (*@us set).
- * @return 0 or -EINVAL. */
-static int parse_us_or_off(const char *s, unsigned max, bool *off, unsigned *us)
+/*
+ * Value @s of option @name: "off" (*@out = @off_val) or microseconds from 0
+ * to @max (no %). @return 0, or -EINVAL with a message naming @name.
+ */
+static int parse_us_or_off(struct parse_ctx *pc, const char *name, const char *s,
+			   unsigned max, long off_val, long *out)
 {
-	*off = strcmp(s, "off") == 0;
-	if (*off)
+	unsigned us;
+
+	if (strcmp(s, "off") == 0) {
+		*out = off_val;
 		return 0;
-	if (strchr(s, '%'))
-		return -EINVAL;
-	return parse_uint_pct(s, 0, max, us);
+	}
+	if (strchr(s, '%') || parse_uint_pct(s, 0, max, &us))
+		return bad(pc, "invalid value '%s' for %s: expected microseconds, 0..%u, or off",
+			   s, name, max);
+	*out = us;
+	return 0;
 }
 
 static int parse_codec(struct parse_ctx *pc, const char *optname, const char *s,
@@ -231,6 +239,7 @@ static int zr_options_check(struct parse_ctx *pc)
 	struct zr_options *o = pc->o;
 	struct zr_store_config *c = &o->store;
 	uint64_t v;
+	long us;
 	int rc;
 
 	if (o->size_str) {
@@ -342,22 +351,14 @@ static int zr_options_check(struct parse_ctx *pc)
 		o->read_ahead = v;
 	}
 	if (o->cpu_latency_str) {
-		unsigned us;
-		bool off;
-
-		if (parse_us_or_off(o->cpu_latency_str, 100000, &off, &us))
-			return bad(pc, "invalid value '%s' for cpu_latency: expected microseconds, 0..100000, or off%s",
-				   o->cpu_latency_str, "");
-		o->cpu_latency = off ? -1 : (int)us;
+		if (parse_us_or_off(pc, "cpu_latency", o->cpu_latency_str, 100000, -1, &us))
+			return -EINVAL;
+		o->cpu_latency = (int)us;
 	}
 	if (o->busy_poll_str) {
-		unsigned us;
-		bool off;
-
-		if (parse_us_or_off(o->busy_poll_str, 1000, &off, &us))
-			return bad(pc, "invalid value '%s' for busy_poll: expected microseconds, 0..1000, or off%s",
-				   o->busy_poll_str, "");
-		o->busy_poll = off ? 0 : us;
+		if (parse_us_or_off(pc, "busy_poll", o->busy_poll_str, 1000, 0, &us))
+			return -EINVAL;
+		o->busy_poll = (unsigned)us;
 	}
 	if (!o->backing && !o->show_help && !o->show_version) {
 		snprintf(pc->err, pc->errlen,

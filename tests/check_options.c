@@ -69,6 +69,15 @@ START_TEST(test_over_self)
 }
 END_TEST
 
+/* Parse "-o @opts /b /m" into o and check that @expr equals @want. */
+#define ONE(opts, expr, want)							\
+	do {									\
+		ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", (opts),	\
+				       "/b", "/m", NULL), 0);			\
+		ck_assert_int_eq((expr), (want));				\
+		zr_options_free(&o);						\
+	} while (0)
+
 START_TEST(test_values)
 {
 	struct zr_options o;
@@ -98,34 +107,14 @@ START_TEST(test_values)
 	ck_assert_uint_eq(o.busy_poll, 150);
 	zr_options_free(&o);
 
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "busy_poll=off", "/b", "/m", NULL), 0);
-	ck_assert_uint_eq(o.busy_poll, 0);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "busy_poll=0", "/b", "/m", NULL), 0);
-	ck_assert_uint_eq(o.busy_poll, 0);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "cpu_latency=off", "/b", "/m", NULL), 0);
-	ck_assert_int_eq(o.cpu_latency, -1);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "read_ahead=0", "/b", "/m", NULL), 0);
-	ck_assert_uint_eq(o.read_ahead, 0);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "allow_root", "/b", "/m", NULL), 0);
-	ck_assert_int_eq(o.no_default_permissions, 0);
-	ck_assert_int_eq(o.allow_root, 1);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "no_default_permissions", "/b", "/m", NULL), 0);
-	ck_assert_int_eq(o.no_default_permissions, 1);
-	zr_options_free(&o);
-
-	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "size=10%", "/b", "/m", NULL), 0);
-	ck_assert_uint_eq(o.store.budget, zr_ram_bytes() / 10);
-	zr_options_free(&o);
+	ONE("busy_poll=off", o.busy_poll, 0);
+	ONE("busy_poll=0", o.busy_poll, 0);
+	ONE("cpu_latency=off", o.cpu_latency, -1);
+	ONE("read_ahead=0", o.read_ahead, 0);
+	ONE("allow_root", o.no_default_permissions, 0);
+	ONE("allow_root", o.allow_root, 1);
+	ONE("no_default_permissions", o.no_default_permissions, 1);
+	ONE("size=10%", o.store.budget, zr_ram_bytes() / 10);
 }
 END_TEST
 
