@@ -129,26 +129,26 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 	if (!S_ISREG(ino->type))
 		return 0;
 	pthread_rwlock_wrlock(&ino->lock);
-	if (!ino->size_valid && created) {
-		store_size(ino, 0);
-		ino->size_valid = true;
-		__atomic_store_n(&ino->has_caps, false, __ATOMIC_RELAXED);
-	} else if (!ino->size_valid) {
-		if (fstat(fd, &st) < 0) {
-			rc = -errno;
-			goto out;
+	if (!ino->size_valid) {
+		/* with KILLPRIV_V2 we drop file capabilities on write
+		 * (session.c); a file just created is empty and has none */
+		uint64_t size = 0;
+		bool caps = false;
+
+		if (!created) {
+			if (fstat(fd, &st) < 0) {
+				rc = -errno;
+				goto out;
+			}
+			size = (uint64_t)st.st_size;
+			/* unknown (an error other than "none") counts as
+			 * present: the first write then tries to remove it */
+			n = fgetxattr(fd, ZR_XATTR_CAPS, NULL, 0);
+			caps = n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP);
 		}
-		store_size(ino, (uint64_t)st.st_size);
+		store_size(ino, size);
 		ino->size_valid = true;
-		/* with KILLPRIV_V2 we drop file capabilities on write (session.c) */
-		/* unknown (an error other than "none") counts as present:
-		 * the first write then tries to remove it */
-		n = fgetxattr(fd, ZR_XATTR_CAPS, NULL, 0);
-		if (n < 0 && errno == ENOTSUP && ino->key.dev == fs->backing_dev)
-			__atomic_store_n(&fs->xattr_enotsup, true, __ATOMIC_RELAXED);
-		__atomic_store_n(&ino->has_caps,
-				 n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP),
-				 __ATOMIC_RELAXED);
+		__atomic_store_n(&ino->has_caps, caps, __ATOMIC_RELAXED);
 	}
 	if (fs->store && !ino->blocks)
 		rc = zr_file_create(fs->store, ino, &ino->blocks);

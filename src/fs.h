@@ -170,7 +170,7 @@ struct zr_fs {
 	bool wb_stop;			/* wb_lock */
 	bool wb_running;
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
-	bool xattr_enotsup;		/* relaxed atomic: the backing refused an xattr call */
+	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier

@@ -399,6 +399,7 @@ out:
 static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
 	struct zr_at at;
 	int rc;
 
@@ -410,15 +411,15 @@ static void zr_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		fuse_reply_err(req, rc);
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	in = zr_inode_from_ino(fs, ino);
+	rc = at_get(fs, in, &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	if (at.name[0]) {
 		rc = faccessat(at.dirfd, at.name, mask,
-			       S_ISLNK(zr_inode_from_ino(fs, ino)->type) ? AT_SYMLINK_NOFOLLOW : 0)
-			< 0 ? errno : 0;
+			       S_ISLNK(in->type) ? AT_SYMLINK_NOFOLLOW : 0) < 0 ? errno : 0;
 	} else {
 		char path[64];
 
@@ -1251,8 +1252,7 @@ static bool caps_known_absent(struct zr_fs *fs, struct zr_inode *in)
 	bool absent;
 
 	/* (a filesystem mounted inside the backing tree was not probed) */
-	if (!S_ISREG(in->type) || in->key.dev != fs->backing_dev ||
-	    __atomic_load_n(&fs->xattr_enotsup, __ATOMIC_RELAXED))
+	if (!S_ISREG(in->type) || in->key.dev != fs->backing_dev || fs->xattr_enotsup)
 		return false;
 	pthread_rwlock_rdlock(&in->lock);
 	absent = in->size_valid && !__atomic_load_n(&in->has_caps, __ATOMIC_RELAXED);
