@@ -417,7 +417,8 @@ static int read_blocks_bypass(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	return 0;
 }
 
-/* Read @size bytes at @off of @ino into @out. @return bytes or -errno. */
+/* Read @size bytes at @off of @ino into @out. @return bytes (short only at
+ * the end of the file) or -errno, also when some of it was read. */
 static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 			 size_t size, uint64_t off)
 {
@@ -483,7 +484,10 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 		pos += n;
 	}
 	zr_fd_put(fs, ino);
-	if (rc && pos == off)
+	/* no short count on an error: the kernel takes a short READ for the
+	 * end of the file (a hole, with its writeback cache) and would cache
+	 * zeros for the rest of the range, zeros a later write puts on disk */
+	if (rc)
 		return rc;
 	return (ssize_t)(pos - off);
 }
@@ -731,7 +735,11 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 /*
  * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
  * @len are whole blocks, else exclusive; @fd is the file's fd.
- * @return bytes written (short only when an error stopped it) or -errno.
+ * @writepage: the kernel flushes its writeback cache; it ignores a short
+ * count there, so the error that stopped the write is returned instead
+ * (the kernel then fails the writer's fsync and close with it).
+ * @return bytes written (short only when an error stopped a write that is
+ * not @writepage) or -errno.
  */
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				 const char *data, size_t len, uint64_t off,
@@ -865,7 +873,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	}
 	if (pos > off)
 		touch_data(fs, ino, fd, !writepage);
-	if (rc && pos == off)
+	if (rc && (pos == off || writepage))
 		return rc;
 	return (ssize_t)(pos - off);
 }

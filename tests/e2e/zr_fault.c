@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * zr_fault.so: a fault injector for the end-to-end tests, preloaded into
+ * the daemon (LD_PRELOAD). While the file named by ZR_FAULT_ARMED exists,
+ * every pread(2) of a file whose name (last path component) is
+ * ZR_FAULT_NAME fails with EIO when the range it asks for covers byte
+ * ZR_FAULT_READ_AT: one unreadable spot of a backing file, as a bad sector
+ * makes. Without the three variables, or while disarmed, pread is passed
+ * through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
+ * pread an alias of pread64: the daemon, built with it, calls pread64.)
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+
+/* Whether a pread of @len bytes at @off of @fd must fail. */
+static bool fault_hits(int fd, size_t len, off_t off)
+{
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *at_s = getenv("ZR_FAULT_READ_AT");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	char link[64], path[PATH_MAX];
+	const char *base;
+	long long at;
+	ssize_t n;
+
+	if (!name || !at_s || !armed || access(armed, F_OK) != 0)
+		return false;
+	at = atoll(at_s);
+	if (at < (long long)off || at >= (long long)off + (long long)len)
+		return false;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return false;
+	path[n] = '\0';
+	base = strrchr(path, '/');
+	return strcmp(base ? base + 1 : path, name) == 0;
+}
+
+static ssize_t faulty_pread(const char *sym, int fd, void *buf, size_t len, off_t off)
+{
+	pread_fn real = (pread_fn)dlsym(RTLD_NEXT, sym);
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (fault_hits(fd, len, off)) {
+		errno = EIO;
+		return -1;
+	}
+	return real(fd, buf, len, off);
+}
+
+ssize_t pread(int fd, void *buf, size_t len, off_t off)
+{
+	return faulty_pread("pread", fd, buf, len, off);
+}
+
+ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
+{
+	return faulty_pread("pread64", fd, buf, len, off);
+}
