@@ -6,7 +6,8 @@
  * Signals are taken by one thread with sigwait(): it unmounts the
  * filesystem (so that the kernel first sends us its own dirty pages) while
  * the workers keep serving; the session loop then ends by itself and the
- * final writeback runs. Everything that can be wrong with the arguments is
+ * final writeback runs, for as long as it takes (final_writeback()); a
+ * signal then only makes it try again at once. Everything that can be wrong with the arguments is
  * found before the mount, so a refused mount leaves nothing behind.
  */
 #include "config.h"
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -29,6 +32,22 @@
 
 static struct zr_fs the_fs;
 static const char *mount_path;	/* canonical mount point */
+
+/*
+ * The final writeback waits between its attempts on retry_cond; the signal
+ * thread cuts the wait short. retry_lock protects retry_now (a signal came:
+ * try again at once) and session_over (the session has ended: a signal no
+ * longer unmounts, it only asks for that retry).
+ */
+static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t retry_cond = PTHREAD_COND_INITIALIZER;
+static bool retry_now;
+static bool session_over;
+
+/* Longest wait between two attempts of the final writeback (s); and once
+ * waits are that long, only one failure in ZR_RETRY_LOG_EVERY is logged. */
+#define ZR_RETRY_MAX_S 60
+#define ZR_RETRY_LOG_EVERY 10
 
 /*
  * Whether @path is a mount point listed in /proc/self/mountinfo. When @dev
@@ -66,13 +85,23 @@ static bool is_mounted(const char *path)
 static void *signal_thread(void *arg)
 {
 	sigset_t *set = arg;
+	bool over;
 	int sig;
 
 	for (;;) {
 		if (sigwait(set, &sig) != 0)
 			continue;
-		if (sig == SIGHUP)
-			continue;	/* reserved */
+		pthread_mutex_lock(&retry_lock);
+		over = session_over;
+		if (over) {
+			/* unmounted already: retry a failed final writeback now */
+			zr_log(ZR_LOG_INFO, "signal %d: writing back again now", sig);
+			retry_now = true;
+			pthread_cond_broadcast(&retry_cond);
+		}
+		pthread_mutex_unlock(&retry_lock);
+		if (sig == SIGHUP || over)
+			continue;
 		zr_log(ZR_LOG_INFO, "signal %d: unmounting %s", sig, mount_path);
 		/* unmount while still serving, so the kernel flushes its dirty pages to us */
 		if (umount2(mount_path, 0) == 0)
@@ -98,33 +127,57 @@ static void *signal_thread(void *arg)
 	return NULL;
 }
 
+/* Wait @secs seconds, or until a signal asks for a retry. */
+static void wait_retry(unsigned secs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += secs;
+	pthread_mutex_lock(&retry_lock);
+	while (!retry_now && pthread_cond_timedwait(&retry_cond, &retry_lock, &ts) == 0)
+		;
+	retry_now = false;
+	pthread_mutex_unlock(&retry_lock);
+}
+
 /*
- * Write back everything at the end. Retries for a while when the backing
- * filesystem refuses (full), since exiting would lose the data.
- * @return 0, or -errno when data could not be written back.
+ * Write back everything at the end. The daemon holds the only copy of its
+ * dirty blocks, so when the backing filesystem refuses them (full, EIO) it
+ * keeps them and tries again, after 1 s, then twice as long each time up to
+ * a minute, for as long as it runs: until there is room (the signals
+ * SIGHUP, SIGTERM and SIGINT make it try at once), or until it is killed
+ * with SIGKILL, which is the only way to give them up.
+ * @return 0, or -errno when the final syncfs of the backing filesystem
+ * failed.
  */
 static int final_writeback(struct zr_fs *fs)
 {
-	int rc = 0;
+	unsigned delay = 1, failures = 0;
+	struct zr_stats s;
+	int rc;
 
+	pthread_mutex_lock(&retry_lock);
+	session_over = true;
+	retry_now = false;
+	pthread_mutex_unlock(&retry_lock);
 	if (!fs->store)
 		return syncfs(fs->root_fd) < 0 ? -errno : 0;
-	for (int attempt = 0; attempt < 30; attempt++) {
-		rc = zr_store_writeback_all(fs->store, ZR_WB_ALL);
-		if (rc == 0)
-			break;
-		zr_log(ZR_LOG_ERR, "final writeback failed (%s); retrying (%d/30)",
-		       strerror(-rc), attempt + 1);
-		sleep(1);
+	while ((rc = zr_store_writeback_all(fs->store, ZR_WB_ALL)) != 0) {
+		failures++;
+		if (delay < ZR_RETRY_MAX_S || failures % ZR_RETRY_LOG_EVERY == 0) {
+			zr_store_get_stats(fs->store, &s);
+			zr_log(ZR_LOG_ERR, "final writeback failed (%s): %llu dirty blocks are kept in RAM and tried again in %u s (SIGHUP: at once; only SIGKILL gives them up)",
+			       strerror(-rc), (unsigned long long)s.blocks_dirty, delay);
+		}
+		wait_retry(delay);
+		delay = delay * 2 > ZR_RETRY_MAX_S ? ZR_RETRY_MAX_S : delay * 2;
 	}
-	if (syncfs(fs->root_fd) < 0 && rc == 0)
+	if (failures)
+		zr_log(ZR_LOG_INFO, "final writeback done after %u failed attempts", failures);
+	if (syncfs(fs->root_fd) < 0) {
 		rc = -errno;
-	if (rc) {
-		struct zr_stats s;
-
-		zr_store_get_stats(fs->store, &s);
-		zr_log(ZR_LOG_ERR, "%llu dirty blocks could not be written back: %s",
-		       (unsigned long long)s.blocks_dirty, strerror(-rc));
+		zr_log(ZR_LOG_ERR, "syncfs of the backing filesystem failed: %s", strerror(-rc));
 	}
 	return rc;
 }

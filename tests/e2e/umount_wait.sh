@@ -5,8 +5,12 @@
 # daemon has exited, with every byte in the backing directory (-l detaches
 # at once and does not wait).  When the backing
 # directory cannot take the data (a full tmpfs), it refuses to unmount, and
-# the data stays readable in RAM until there is room.
+# the data stays readable in RAM until there is room.  A plain umount(8)
+# over a full backing directory: the daemon keeps the data (longer than the
+# 30 s after which it used to give up), and writes it back once there is
+# room; SIGHUP makes it try at once.
 . "$(dirname "$0")/lib.sh"
+ZR_TIMEOUT=180
 zr_init
 zr_need_daemon "waits for the daemon"
 zr_need_root "unmounts and mounts a tmpfs"
@@ -70,6 +74,24 @@ mount -o remount,size=128m "$FB" || fail "cannot enlarge the tmpfs"
 zr_wait_pid "$ZR_PID" 5 || fail "daemon $ZR_PID did not go"
 ZR_PID=
 cmp "$ZR_TMP/src" "$FB/f" || fail "the backing file is not complete after the second unmount"
+umount "$FB"
+
+say "umount(8) over a full backing directory: the daemon waits for room"
+zr_mount_tmpfs "$FB" 16m
+zr_mount "seq_cutoff=0,dirty_expire=1h,size=256M" "$FB" "$M"
+cp "$ZR_TMP/src" "$ZR_MNT/f"
+umount "$ZR_MNT" || fail "umount failed"
+sleep 35
+running "$ZR_PID" || fail "the daemon exited with data it could not write back"
+grep -q "dirty blocks are kept in RAM" "$ZR_LOG" ||
+	fail "the daemon did not log that it keeps the data: $(tail -3 "$ZR_LOG")"
+mount -o remount,size=128m "$FB" || fail "cannot enlarge the tmpfs"
+# (its next attempt would be 63 s after the unmount, past this wait)
+kill -HUP "$ZR_PID"
+zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not write back within 15 s of SIGHUP once there was room"
+[ "$ZR_WAIT_RC" = 0 ] || fail "the daemon exited with status $ZR_WAIT_RC"
+ZR_PID=
+cmp "$ZR_TMP/src" "$FB/f" || fail "the backing file is not complete once there was room"
 umount "$FB"
 
 say "zramfsctl umount of something that is not zramfs"
