@@ -878,9 +878,15 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	return (ssize_t)(pos - off);
 }
 
+/*
+ * Write @len bytes at @off of @ino (@writepage: see data_write_locked()).
+ * @return bytes written (short when an error stopped the write, or at the
+ * backing filesystem's largest file size) or -errno.
+ */
 static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *data,
 			  size_t len, uint64_t off, bool writepage)
 {
+	bool too_big = false;
 	ssize_t n;
 	int fd, rc;
 
@@ -902,6 +908,18 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *da
 		pthread_rwlock_unlock(&ino->lock);
 		return (ssize_t)len;
 	}
+	/* past the largest file the backing filesystem takes: refused now,
+	 * as it would refuse it (a short write, then EFBIG), since the tier
+	 * could never write it back; a flush of the kernel's cache cannot be
+	 * short, so it stores what fits and fails */
+	if (ino->key.dev == fs->backing_dev && off + len > fs->max_file_size) {
+		if (off >= fs->max_file_size) {
+			zr_fd_put(fs, ino);
+			return -EFBIG;
+		}
+		len = (size_t)(fs->max_file_size - off);
+		too_big = writepage;
+	}
 	/* whole aligned blocks only: no read-modify-write, the lock can be
 	 * shared and blocks compress in parallel */
 	if (off % fs->bs == 0 && len % fs->bs == 0)
@@ -911,7 +929,7 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *da
 	n = data_write_locked(fs, ino, fd, data, len, off, writepage);
 	pthread_rwlock_unlock(&ino->lock);
 	zr_fd_put(fs, ino);
-	return n;
+	return too_big && n >= 0 ? -EFBIG : n;
 }
 
 void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,

@@ -171,6 +171,7 @@ struct zr_fs {
 	bool wb_running;
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
+	uint64_t max_file_size;		/* immutable: largest file on backing_dev (probed at mount; UINT64_MAX: not known) */
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier

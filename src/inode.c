@@ -35,6 +35,42 @@
 static void inode_free(struct zr_fs *fs, struct zr_inode *ino);
 static void lru_unlink(struct zr_fs *fs, struct zr_inode *ino);
 
+/*
+ * The largest file the backing filesystem takes (ext4 with 4 KiB blocks:
+ * 16 TiB - 4 KiB), so that data past it is refused when written rather than
+ * kept in the tier, from where it could never be written back. Found by
+ * growing an unnamed temporary file with ftruncate(2), which checks the
+ * same limit as write(2): a binary search, no data written.
+ * @return the size, or UINT64_MAX when there is no limit below the VFS's or
+ * it cannot be probed (no O_TMPFILE, a read-only backing directory).
+ */
+static uint64_t probe_max_file_size(int dirfd)
+{
+	uint64_t lo = 0, hi = INT64_MAX;	/* lo is taken, hi is refused */
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return UINT64_MAX;
+	if (ftruncate(fd, (off_t)hi) == 0) {
+		close(fd);
+		return UINT64_MAX;
+	}
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (ftruncate(fd, (off_t)mid) == 0) {
+			lo = mid;
+		} else if (errno == EFBIG || errno == EINVAL) {
+			hi = mid;
+		} else {
+			lo = UINT64_MAX;
+			break;
+		}
+	}
+	close(fd);
+	return lo;
+}
+
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
 	struct stat st;
@@ -48,6 +84,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	/* a backing filesystem without xattrs: getxattr always asks it */
 	if (fgetxattr(root_fd, ZR_XATTR_CAPS, NULL, 0) < 0 && errno == ENOTSUP)
 		fs->xattr_enotsup = true;
+	fs->max_file_size = probe_max_file_size(root_fd);
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
