@@ -82,6 +82,20 @@ static bool is_mounted(const char *path)
 	return mount_dev(path, NULL, 0);
 }
 
+/* Whether the canonical path @mnt lies inside the directory @backing. */
+static bool inside_backing(const char *backing, const char *mnt)
+{
+	char realb[PATH_MAX];
+	size_t n;
+
+	if (!realpath(backing, realb))
+		return false;
+	n = strlen(realb);
+	if (n == 1)
+		return mnt[1] != '\0';	/* the backing directory is / */
+	return strncmp(mnt, realb, n) == 0 && mnt[n] == '/';
+}
+
 static void *signal_thread(void *arg)
 {
 	sigset_t *set = arg;
@@ -232,6 +246,11 @@ int main(int argc, char *argv[])
 	if (!opt.over_self && is_mounted(real_mnt)) {
 		fprintf(stderr, "zramfs: mount point '%s' is already in use (something is mounted there)\n",
 			real_mnt);
+		goto out_fd;
+	}
+	if (!opt.over_self && inside_backing(opt.backing, real_mnt)) {
+		fprintf(stderr, "zramfs: mount point '%s' is inside the backing directory '%s': the daemon would reach its own mount through it (mount elsewhere, or over the backing directory itself: zramfs DIR)\n",
+			real_mnt, opt.backing);
 		goto out_fd;
 	}
 	mount_path = real_mnt;

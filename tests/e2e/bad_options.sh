@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # bad_options: every bad mount option or value, a missing backing directory,
-# a backing path that is a regular file and a mount point already in use are
+# a backing path that is a regular file, a mount point already in use or
+# inside the backing directory (the daemon would reach its own mount) are
 # refused: non-zero exit, a message on stderr that names the bad thing, and
 # nothing mounted.  Positive controls first: the same options with good
 # values mount and show in .zramfs/config, so a daemon that refuses
@@ -104,6 +105,9 @@ say "bad directories"
 refused "$ZR_TMP/missing" -o size=8M "$ZR_TMP/missing" "$M"
 refused "$F" "$F" "$M"
 refused "$ZR_TMP/nomnt" "$B" "$ZR_TMP/nomnt"
+mkdir -p "$B/sub"
+refused "inside the backing directory" "$B" "$B/sub"
+rmdir "$B/sub"
 
 say "mount point already in use"
 zr_mount "size=8M" "$B" "$M"
