@@ -227,6 +227,8 @@ int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent
 		 const char *name);
 bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
 		     const char *name);
+bool zr_alias_is_last(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		      const char *name);
 int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino);
 int zr_fd_get_cached(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino);

@@ -302,6 +302,20 @@ bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *pa
 	return none;
 }
 
+/* Whether (@parent, @name) is the only name of @ino we know of (or none is). */
+bool zr_alias_is_last(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
+		      const char *name)
+{
+	const struct zr_alias *a;
+	bool last;
+
+	pthread_rwlock_rdlock(&fs->ns_lock);
+	a = ino->aliases;
+	last = !a || (!a->next && a->parent == parent && strcmp(a->name, name) == 0);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return last;
+}
+
 int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
 		    const char *oldname, struct zr_inode *newp, const char *newname)
 {
@@ -490,11 +504,16 @@ int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **pare
 /*
  * Open @ino afresh through one of its names, relative to the parent's
  * (cached) fd. A rename racing with us is caught by checking the identity,
- * and retried. @return an fd (the caller owns it) or -errno.
+ * and retried: a name that is gone (ENOENT) was renamed on the backing
+ * filesystem, and the renaming thread updates the names it knows right
+ * after; with renames of the parents in a loop, eight quick retries were
+ * not always enough, so the later ones give it time (46 ms in all).
+ * @return an fd (the caller owns it) or -errno.
  */
+#define ZR_REOPEN_TRIES 32
 static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 {
-	for (int attempt = 0; attempt < 8; attempt++) {
+	for (int attempt = 0; attempt < ZR_REOPEN_TRIES; attempt++) {
 		struct zr_inode *parent;
 		char name[NAME_MAX + 1];
 		struct stat st;
@@ -517,9 +536,11 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 		zr_fd_put(fs, parent);
 		zr_inode_unref(fs, parent);
 		if (fd < 0) {
-			if (rc == -ENOENT)
-				continue;	/* renamed under us */
-			return rc;
+			if (rc != -ENOENT)
+				return rc;
+			if (attempt >= 2)	/* renamed under us */
+				usleep(100u * (unsigned)(attempt - 1));
+			continue;
 		}
 		zr_stat_add(&fs->fd_opens, 1);
 		if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino &&

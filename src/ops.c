@@ -586,16 +586,31 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
 }
 
 /*
- * A name of @victim (last seen with link count @nlink) is going away. When
- * it was the last one and the file is open, pin its fd so it stays readable
- * until closed. Called before the backing unlink/rename.
+ * The name (@p, @name) of @victim (last seen with link count @nlink) is
+ * going away; called before the backing unlink/rename. When it is the last
+ * name we know of the file, nothing will reach the file by name afterwards:
+ *  - one with other links (names never looked up) has its dirty blocks
+ *    written back now, while this name still reaches it; they belong to
+ *    those names;
+ *  - one that is open has its fd pinned, so that it stays readable and
+ *    writable until the last close (zr_op_release()).
+ * @return 0, or -errno when that cannot be done: the name must then stay
+ * (out of fds, or the backing filesystem refuses the writeback).
  */
-static void prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, nlink_t nlink)
+static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
+			  const char *name, nlink_t nlink)
 {
-	int fd;
+	int fd, rc = 0;
 
-	if (!S_ISREG(victim->type) || nlink > 1)
-		return;
+	if (!S_ISREG(victim->type))
+		return 0;
+	if (nlink > 1) {
+		if (!zr_alias_is_last(fs, victim, p, name))
+			return 0;
+		rc = zr_data_flush_inode(fs, victim);
+		if (rc)
+			return rc;
+	}
 	pthread_rwlock_wrlock(&victim->lock);
 	if (victim->open_count > 0 && !victim->fd_pinned) {
 		fd = zr_fd_get(fs, victim);
@@ -603,9 +618,12 @@ static void prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, nlink_t nl
 			zr_fd_pin(fs, victim);
 			zr_fd_put(fs, victim);
 			victim->fd_pinned = true;
+		} else {
+			rc = fd;
 		}
 	}
 	pthread_rwlock_unlock(&victim->lock);
+	return rc;
 }
 
 /* After the backing unlink of (@p, @name): forget the name; drop the data
@@ -643,9 +661,9 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	if (victim)
-		prepare_unlink(fs, victim, st.st_nlink);
-	rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
+	rc = victim ? prepare_unlink(fs, victim, p, name, st.st_nlink) : 0;
+	if (rc == 0)
+		rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
 			finish_unlink(fs, victim, p, name, st.st_nlink);
@@ -722,9 +740,11 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		zr_inode_unref(fs, dst);
 		dst = NULL;
 	}
+	rc = 0;
 	if (dst && !(flags & RENAME_EXCHANGE))
-		prepare_unlink(fs, dst, dst_st.st_nlink);
-	rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
+		rc = prepare_unlink(fs, dst, np, newname, dst_st.st_nlink);
+	if (rc == 0)
+		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
 	if (rc == 0) {
 		if (dst && (flags & RENAME_EXCHANGE))
 			zr_alias_rename(fs, dst, np, newname, op, name);
@@ -899,11 +919,40 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_create(req, &e, fi);
 }
 
+/*
+ * The last close of a file whose last known name went while it was open
+ * (prepare_unlink() pinned its fd). Without a link left, its data goes. A
+ * file still linked under names we never looked up has what was written
+ * since written back through the pinned fd; when that fails the pin stays,
+ * so that the writeback thread can still reach the file.
+ * @return whether to unpin the fd.
+ */
+static bool release_pinned(struct zr_fs *fs, struct zr_inode *in)
+{
+	struct stat st;
+	bool linked = false;
+	int fd;
+
+	fd = zr_fd_get_cached(fs, in);
+	if (fd >= 0) {
+		linked = fstat(fd, &st) == 0 && st.st_nlink > 0;
+		zr_fd_put(fs, in);
+	}
+	if (linked && zr_data_flush_inode(fs, in) != 0)
+		return false;
+	pthread_rwlock_wrlock(&in->lock);
+	if (!linked && in->unlinked && in->open_count == 0)
+		zr_data_drop_inode(fs, in);
+	in->fd_pinned = false;
+	pthread_rwlock_unlock(&in->lock);
+	return true;
+}
+
 static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
-	bool unpin = false;
+	bool last;
 
 	if (zr_is_ctl(ino)) {
 		zr_ctl_release(fs, fi);
@@ -912,15 +961,9 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	}
 	in = zr_inode_from_ino(fs, ino);
 	pthread_rwlock_wrlock(&in->lock);
-	if (--in->open_count == 0 && in->fd_pinned) {
-		/* last close of a file whose last name went: its data goes too */
-		if (in->unlinked)
-			zr_data_drop_inode(fs, in);
-		in->fd_pinned = false;
-		unpin = true;
-	}
+	last = --in->open_count == 0 && in->fd_pinned;
 	pthread_rwlock_unlock(&in->lock);
-	if (unpin)
+	if (last && release_pinned(fs, in))
 		zr_fd_unpin(fs, in);
 	zr_inode_unref(fs, in);
 	fuse_reply_err(req, 0);
@@ -1032,11 +1075,19 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 				if (pfd >= 0)
 					zr_fd_put(fs, dir);
-				if (rc) {
+				if (rc == -ENOENT) {
 					/* vanished meanwhile: skip it */
 					d->pending = NULL;
 					d->pos = de->d_off;
 					continue;
+				}
+				if (rc) {
+					/* (out of fds, EIO...): no entry may go
+					 * missing in silence; what is listed so
+					 * far goes out, this entry is tried again
+					 * by the next call, or the error is told */
+					err = -rc;
+					break;
 				}
 			}
 			n = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);

@@ -3,7 +3,11 @@
 # hardlinks: two names of one file share one inode and one cache.  A write
 # through one name is read at once through the other (also for links that
 # existed in the backing directory before the mount), the daemon does not
-# count the file twice, and unlinking one name keeps the data.
+# count the file twice, and unlinking one name keeps the data.  Last: the
+# only name the daemon knows of a file with another link goes while the file
+# is open with dirty data, and its fd is pushed out of the cache (max_fds=16):
+# reads and writes through the open fd go on, and every byte lands under the
+# other name.
 . "$(dirname "$0")/lib.sh"
 zr_init
 
@@ -63,3 +67,38 @@ cmp "$ZR_TMP/expect" "$B/d2/b" || fail "backing d2/b differs after unmount"
 zr_mount "" "$B" "$M"
 cmp "$ZR_TMP/expect" "$ZR_MNT/d2/b" || fail "d2/b differs after remount"
 zr_umount
+
+say "the only known name of a linked file goes while it is open and dirty"
+mkdir -p "$B/e"
+head -c 200000 /dev/urandom >"$B/e/x"
+ln "$B/e/x" "$B/e/y"
+for i in $(seq 40); do echo "other $i" >"$B/e/o$i"; done
+head -c 100000 /dev/urandom >"$ZR_TMP/new1"
+head -c 100000 /dev/urandom >"$ZR_TMP/new2"
+zr_mount "max_fds=16,dirty_expire=1h" "$B" "$M"
+python3 - "$ZR_MNT/e" "$ZR_TMP/new1" "$ZR_TMP/new2" <<'PY' || fail "the file became unreachable through its open fd"
+import os, sys
+d, new1, new2 = sys.argv[1], open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
+with open(d + "/x", "r+b") as f:   # new1 is dirty in the daemon after this close
+    f.write(new1)
+fd = os.open(d + "/x", os.O_RDWR)
+os.unlink(d + "/x")                 # the only name the daemon has seen
+for i in range(1, 41):              # push x's fd out of the daemon's cache
+    open("%s/o%d" % (d, i)).read()
+os.pwrite(fd, new2, 100000)
+os.fsync(fd)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+if os.pread(fd, 200000, 0) != new1 + new2:
+    sys.exit("read through the open fd: wrong data")
+os.pwrite(fd, b"tail", 200000)      # written back after the last close
+os.close(fd)
+PY
+{ cat "$ZR_TMP/new1" "$ZR_TMP/new2"; printf tail; } >"$ZR_TMP/expect_y"
+zr_ctl writeback all
+[ "$(zr_stat blocks_dirty)" = 0 ] || fail "dirty blocks left after 'writeback all'"
+[ "$(zr_stat writeback_errors)" = 0 ] || fail "writeback errors: $(zr_stat writeback_errors)"
+zr_drop_kcache
+cmp "$ZR_TMP/expect_y" "$ZR_MNT/e/y" || fail "y does not hold what was written through x"
+zr_umount
+cmp "$ZR_TMP/expect_y" "$B/e/y" || fail "backing e/y does not hold what was written through x"
+[ ! -e "$B/e/x" ] || fail "backing still has e/x"
