@@ -288,11 +288,28 @@ static char *ctl_path(const char *mnt, const char *file)
 	return p;
 }
 
+/* Whether @mnt is (still) a zramfs mount in the mount table. */
+static bool still_mounted(const char *mnt)
+{
+	struct zr_mount *m;
+	bool found = false;
+	size_t n;
+
+	if (read_mounts(false, &m, NULL, &n) < 0)
+		return true;	/* cannot tell: report the failure */
+	for (size_t i = 0; i < n && !found; i++)
+		found = strcmp(m[i].mnt, mnt) == 0;
+	mounts_free(m, n);
+	return found;
+}
+
 /**
- * load_mount() - read stats and config of @m. Prints the problem itself.
- * @return 0 or -1.
+ * load_mount() - read stats and config of @m. Prints the problem itself,
+ * but when @gone_ok (every mount is listed) a mount that was unmounted
+ * since the mount table was read is just left out.
+ * @return 0, -1, or -2 for a mount gone when @gone_ok.
  */
-static int load_mount(struct zr_mount *m)
+static int load_mount(struct zr_mount *m, bool gone_ok)
 {
 	static const char *const files[] = { "stats", "config" };
 	struct zr_kvlist *dst[] = { &m->stats, &m->config };
@@ -301,6 +318,10 @@ static int load_mount(struct zr_mount *m)
 		char *p = ctl_path(m->mnt, files[i]);
 		int rc = read_kv(p, dst[i]);
 
+		if (rc == -ENOENT && gone_ok && !still_mounted(m->mnt)) {
+			free(p);
+			return -2;
+		}
 		if (rc < 0) {
 			fprintf(stderr, "zramfsctl: cannot read %s: %s\n", p, strerror(-rc));
 			free(p);
@@ -778,8 +799,11 @@ static int run_show(int argc, char **args)
 	}
 	/* Keep the mounts that answer; a failing one is reported and skipped. */
 	for (size_t i = 0; i < n; i++) {
-		if (load_mount(&m[i]) < 0) {
-			status = EXIT_ERR;
+		int rc = load_mount(&m[i], argc == 0);
+
+		if (rc < 0) {
+			if (rc == -1)
+				status = EXIT_ERR;
 			continue;
 		}
 		if (shown != i) {
