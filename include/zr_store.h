@@ -113,7 +113,9 @@ uint64_t zr_store_mem_used(struct zr_store *st);
 /**
  * zr_store_make_room() - called by a writer, holding no file lock, before it
  * stores @need more bytes: when that would pass the budget, demote blocks
- * (writing dirty ones back) until usage is at the low watermark.
+ * (writing dirty ones back) until usage is at the low watermark; a pass
+ * that leaves no room while no writeback failed (blocks busy, the room
+ * taken by other writers) is tried again, for up to 0.2 s.
  * @return 0, or -ENOSPC when the budget is full and nothing can be demoted
  *   (every block is dirty and its writeback fails).
  */

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zr_codec.h"
 #include "zr_policy.h"
@@ -1474,7 +1475,10 @@ skip:
 	return 0;
 }
 
-static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks)
+/* Demote down to @target (see zr_store_reclaim()); caller holds reclaim_lock.
+ * @wb_fails: when not NULL, receives the number of writebacks that failed. */
+static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks,
+			      unsigned *wb_fails)
 {
 	uint64_t done = 0, freed = 0, idle = 0, limit, since_compact = 0;
 	uint64_t start = zr_store_mem_used(st);
@@ -1517,6 +1521,8 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 	}
 	if (any && zr_store_mem_used(st) > target)
 		zr_zpool_compact(st->pool);
+	if (wb_fails)
+		*wb_fails = wb_fail;
 	return any ? (int64_t)freed : -ENOSPC;
 }
 
@@ -1525,32 +1531,54 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 	int64_t r;
 
 	pthread_mutex_lock(&st->reclaim_lock);
-	r = reclaim_locked(st, target, max_blocks);
+	r = reclaim_locked(st, target, max_blocks, NULL);
 	pthread_mutex_unlock(&st->reclaim_lock);
 	return r;
 }
 
+/*
+ * Reclaim passes a writer makes before it gets ENOSPC while no writeback
+ * failed. A pass can end
+ * with no room for reasons that pass: other writers took the room it made
+ * (the check is made without the lock), or the blocks it sampled were busy
+ * (being written, or written back by another thread). On two loaded CPUs
+ * one pass was not always enough, and a writer got ENOSPC with the backing
+ * disk nearly empty; with the kernel's writeback cache, the data of such a
+ * write is dropped and the error only reaches fsync/close.
+ */
+#define ZR_ROOM_TRIES 16	/* pauses of 1, 2, 4, 8, then 16 ms: 0.2 s in all */
+
 int zr_store_make_room(struct zr_store *st, size_t need)
 {
-	uint64_t budget = zr_stat_read(&st->cfg.budget), target;
+	uint64_t budget, target;
+	unsigned wb_fails = 0;
 
 	/* The pool commits whole pages: an object may start a new one. */
 	need += POOL_PAGE;
-	if (zr_store_mem_used(st) + need <= budget)
-		return 0;
-	pthread_mutex_lock(&st->reclaim_lock);
-	if (zr_store_mem_used(st) + need > budget) {
-		/* Down to the low watermark, and at least room for @need. */
-		target = budget / 100 * st->cfg.low_wm + budget % 100 * st->cfg.low_wm / 100;
-		if (need > budget)
-			target = 0;
-		else if (target > budget - need)
-			target = budget - need;
-		reclaim_locked(st, target, UINT64_MAX);
+	for (unsigned tries = 0; tries < ZR_ROOM_TRIES; tries++) {
+		budget = zr_stat_read(&st->cfg.budget);
+		if (zr_store_mem_used(st) + need <= budget)
+			return 0;
+		if (tries > 0)
+			usleep(1000u << ZR_MIN(tries - 1, 4u));
+		pthread_mutex_lock(&st->reclaim_lock);
+		if (zr_store_mem_used(st) + need > budget) {
+			/* Down to the low watermark, and at least room for @need. */
+			target = budget / 100 * st->cfg.low_wm + budget % 100 * st->cfg.low_wm / 100;
+			if (need > budget)
+				target = 0;
+			else if (target > budget - need)
+				target = budget - need;
+			reclaim_locked(st, target, UINT64_MAX, &wb_fails);
+		}
+		pthread_mutex_unlock(&st->reclaim_lock);
+		if (zr_store_mem_used(st) + need <= budget)
+			return 0;
+		/* full for good: the backing filesystem refuses the writeback,
+		 * or dirty blocks cannot be written back at all */
+		if (wb_fails || !st->ops.writeback)
+			break;
 	}
-	pthread_mutex_unlock(&st->reclaim_lock);
-	if (zr_store_mem_used(st) + need <= budget)
-		return 0;
 	zr_stat_add(&st->s.enospc, 1);
 	return -ENOSPC;
 }
