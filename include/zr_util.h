@@ -50,8 +50,13 @@ int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out);
  */
 int zr_parse_duration_ms(const char *s, uint64_t *out);
 
-/** Physical RAM in bytes (sysconf). */
+/** RAM this process may use, in bytes: physical RAM (sysconf), or the
+ * memory limit of its cgroup when lower. 0 if unknown. */
 uint64_t zr_ram_bytes(void);
+
+/** The memory limit of this process's cgroup and its parents (v1 or v2),
+ * in bytes; UINT64_MAX when there is none or it cannot be read. */
+uint64_t zr_mem_limit(void);
 
 /** Format @bytes as "1.5G" style into @buf (size @len). @return @buf. */
 char *zr_human_size(uint64_t bytes, char *buf, size_t len);

@@ -226,6 +226,21 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out_args;
 	}
+	{
+		/* in a memory cgroup (a container, a systemd unit with
+		 * MemoryMax=), N% of size= is a share of its limit; a larger
+		 * absolute budget invites the OOM killer to take the daemon
+		 * and the dirty data it holds */
+		uint64_t lim = zr_mem_limit();
+
+		if (lim != UINT64_MAX && opt.store.budget > lim / 2) {
+			char b[32], l[32];
+
+			fprintf(stderr, "zramfs: warning: size= %s is more than half the memory limit of this cgroup (%s): with the page cache and the daemon's own memory on top, the OOM killer may end the daemon and lose the data it holds\n",
+				zr_human_size(opt.store.budget, b, sizeof(b)),
+				zr_human_size(lim, l, sizeof(l)));
+		}
+	}
 
 	/* The backing directory: must exist, be a directory we can open. */
 	root_fd = open(opt.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -37,6 +37,110 @@ uint64_t zr_now_ms(void)
 	return zr_now_ns() / 1000000ull;
 }
 
+/* Whether the comma-separated @list (changed) names controller @ctrl. */
+static bool has_controller(char *list, const char *ctrl)
+{
+	char *save = NULL;
+
+	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (strcmp(t, ctrl) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The path of this process's cgroup, from /proc/self/cgroup, into @out: in
+ * the v1 hierarchy of controller @ctrl, or in the v2 one when @ctrl is "".
+ * @return 0 or -ENOENT.
+ */
+static int own_cgroup(const char *ctrl, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[4096];
+	int rc = -ENOENT;
+
+	if (!f)
+		return -ENOENT;
+	while (rc && fgets(line, sizeof(line), f)) {
+		char *ctrls = strchr(line, ':'), *path;
+
+		if (!ctrls)
+			continue;
+		*ctrls++ = '\0';
+		path = strchr(ctrls, ':');
+		if (!path)
+			continue;
+		*path++ = '\0';
+		path[strcspn(path, "\n")] = '\0';
+		if (*ctrl ? has_controller(ctrls, ctrl)
+			  : strcmp(line, "0") == 0 && *ctrls == '\0') {
+			snprintf(out, len, "%s", path);
+			rc = 0;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The first number after @key in file @path, or UINT64_MAX ("max", none). */
+static uint64_t read_limit(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "re");
+	char line[256];
+	uint64_t v = UINT64_MAX;
+	size_t klen = strlen(key);
+
+	if (!f)
+		return UINT64_MAX;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, klen) == 0) {
+			char *e;
+			unsigned long long n = strtoull(line + klen, &e, 10);
+
+			if (e != line + klen)
+				v = n;
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+/*
+ * zr_mem_limit() - the memory limit of this process's cgroup and its
+ * parents: v1's hierarchical_memory_limit, or the smallest memory.max
+ * from ours up the v2 tree. @return bytes, or UINT64_MAX when unlimited or
+ * not known.
+ */
+uint64_t zr_mem_limit(void)
+{
+	char cg[2048], path[4096];
+	uint64_t lim = UINT64_MAX, v;
+
+	if (own_cgroup("memory", cg, sizeof(cg)) == 0) {
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.stat",
+			 strcmp(cg, "/") == 0 ? "" : cg);
+		lim = read_limit(path, "hierarchical_memory_limit ");
+	} else if (own_cgroup("", cg, sizeof(cg)) == 0) {
+		for (;;) {
+			char *slash;
+
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max",
+				 strcmp(cg, "/") == 0 ? "" : cg);
+			v = read_limit(path, "");
+			lim = ZR_MIN(lim, v);
+			slash = strrchr(cg, '/');
+			if (!slash || slash == cg)
+				break;
+			*slash = '\0';
+		}
+	}
+	/* v1 says "unlimited" with a page-rounded LLONG_MAX */
+	return lim >= (1ull << 62) ? UINT64_MAX : lim;
+}
+
+/* RAM this process may use: the machine's, or its cgroup's limit if lower
+ * (a size= in percent is a share of it). */
 uint64_t zr_ram_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);
@@ -44,7 +148,7 @@ uint64_t zr_ram_bytes(void)
 
 	if (pages <= 0 || psize <= 0)
 		return 0;
-	return (uint64_t)pages * (uint64_t)psize;
+	return ZR_MIN((uint64_t)pages * (uint64_t)psize, zr_mem_limit());
 }
 
 /* Parse a non-negative decimal with an optional fraction; end in *end. */

@@ -32,6 +32,7 @@ ZR_TIMEOUT=${ZR_TIMEOUT:-120}
 ZR_TMP=
 ZR_PID=
 ZR_MNT=
+ZR_ATEXIT=()
 ZR_BACKING=
 ZR_LOG=
 ZR_NMOUNT=0
@@ -147,7 +148,8 @@ zr_is_mounted() {
 }
 
 # zr_cleanup: the EXIT trap.  Unmounts everything under $ZR_TMP, kills the
-# daemon this test started if it is still alive, removes $ZR_TMP and prints
+# daemon this test started if it is still alive, runs the commands the test
+# added to ZR_ATEXIT (e.g. removing a cgroup), removes $ZR_TMP and prints
 # the summary line.  Keeps the exit status of the test.
 zr_cleanup() {
 	local rc=$? m
@@ -177,6 +179,10 @@ zr_cleanup() {
 				/proc/self/mountinfo | tac); do
 			fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
 				echo "$ZR_TEST: cleanup: cannot unmount $m" >&2
+		done
+		# what the test asked to undo once its daemon is gone
+		for m in "${ZR_ATEXIT[@]}"; do
+			eval "$m"
 		done
 		if [ "${ZR_E2E_KEEP:-0}" = 1 ]; then
 			echo "$ZR_TEST: keeping $ZR_TMP" >&2
