@@ -10,6 +10,8 @@
  *   4. zr_fs.fd_lock         (the fd cache and every zr_inode.fd field)
  *   5. zr_fs.itable_lock     (the inode table and every zr_inode.refs)
  * A store writeback callback runs under (2) and takes only (3)..(5).
+ * A directory handle's zr_dirh.lock comes before all of these, and
+ * zr_fs.dirh_lock is taken under it or alone (ops.c).
  * No lock is held while calling fuse_reply_*().
  */
 #ifndef ZR_FS_H
@@ -27,6 +29,8 @@
 #include <sys/types.h>
 
 #include <uthash.h>
+
+struct zr_dirh;
 
 #include "zr_store.h"
 
@@ -121,8 +125,8 @@ struct zr_inode {
 	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
 	uint64_t gen;			/* atomic: bumped before and after every change
 					 * of the data (a reader's clean insert checks it) */
-	unsigned open_count;		/* open file handles */
-	bool fd_pinned;			/* fd pinned because the last name went while open */
+	unsigned open_count;		/* open file (or directory) handles */
+	bool fd_pinned;			/* fd pinned because the last name went while open (files, directories) */
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
 	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
@@ -155,6 +159,11 @@ struct zr_fs {
 	pthread_mutex_t fd_lock;
 	struct zr_inode *lru_head, *lru_tail; /* fd_lock: inodes with an idle fd */
 	unsigned nfds;			/* fd_lock: fds held by the cache */
+
+	/* directory handles with a stream open (ops.c, zr_dirh) */
+	pthread_mutex_t dirh_lock;
+	struct zr_dirh *dirh_head, *dirh_tail;	/* dirh_lock */
+	unsigned ndirh;			/* dirh_lock */
 
 	/* statistics of the daemon itself (relaxed atomics) */
 	uint64_t bytes_read_backing;

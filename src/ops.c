@@ -673,6 +673,31 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, -rc);
 }
 
+/*
+ * A directory about to be removed that is open keeps its fd (pinned until
+ * the last RELEASEDIR), so that fstat and readdir through an open handle
+ * still reach it once it has no name. @return 0 or -errno (out of fds: the
+ * rmdir fails rather than strand the handle).
+ */
+static int pin_open_dir(struct zr_fs *fs, struct zr_inode *dir)
+{
+	int fd, rc = 0;
+
+	pthread_rwlock_wrlock(&dir->lock);
+	if (dir->open_count > 0 && !dir->fd_pinned) {
+		fd = zr_fd_get(fs, dir);
+		if (fd >= 0) {
+			zr_fd_pin(fs, dir);
+			zr_fd_put(fs, dir);
+			dir->fd_pinned = true;
+		} else {
+			rc = fd;
+		}
+	}
+	pthread_rwlock_unlock(&dir->lock);
+	return rc;
+}
+
 static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct zr_fs *fs = zr_fs_of(req);
@@ -690,7 +715,9 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+	rc = victim ? pin_open_dir(fs, victim) : 0;
+	if (rc == 0)
+		rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0) {
 			zr_alias_remove(fs, victim, p, name);
@@ -969,48 +996,143 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * Directory handles. A handle's stream (a DIR on a backing fd of its own) is
+ * opened by its first READDIR, not by OPENDIR: programs hold directories
+ * open by the thousand to use them with *at() calls, and never read most of
+ * them. At most dirh_max() streams stay open: when another one is needed,
+ * the least recently read is closed, its position kept, and it is opened
+ * again and seekdir()ed there when it is read next (directory offsets are
+ * cookies a new open file of the directory takes: ext4, xfs, btrfs, tmpfs).
+ *
+ * Locking: zr_dirh.lock serialises the use of one handle's stream (dp, pos,
+ * pending). fs->dirh_lock protects the list of handles with a stream open
+ * (dirh_head, dirh_tail, ndirh, and each handle's listed/prev/next); it is
+ * taken alone or under one zr_dirh.lock, and under it the lock of another
+ * handle is only try-locked.
+ */
 struct zr_dirh {
-	DIR *dp;
-	off_t pos;		/* offset of the next entry dp returns */
-	struct dirent *pending;	/* read but not yet replied */
-	bool is_root;
+	pthread_mutex_t lock;
+	DIR *dp;		/* lock: NULL while closed */
+	off_t pos;		/* lock: offset of the next entry dp returns */
+	struct dirent *pending;	/* lock: read but not yet replied */
+	bool is_root;		/* immutable */
+	bool listed;		/* dirh_lock: on the list (its stream is open) */
+	struct zr_dirh *prev, *next;	/* dirh_lock: most recently read first */
 };
 
+/* Streams kept open at most: a quarter of the fd cache, 16 at least. */
+static unsigned dirh_max(const struct zr_fs *fs)
+{
+	return fs->opt->max_fds / 4 < 16 ? 16 : fs->opt->max_fds / 4;
+}
+
+/* Take @d off the list. Caller holds dirh_lock. */
+static void dirh_unlist(struct zr_fs *fs, struct zr_dirh *d)
+{
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		fs->dirh_head = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	else
+		fs->dirh_tail = d->prev;
+	d->prev = d->next = NULL;
+	d->listed = false;
+	fs->ndirh--;
+}
+
+/*
+ * @d (whose lock the caller holds, its stream open) is being read: put it
+ * first, and close the streams of the least recently read handles beyond
+ * dirh_max() (those not in use at this moment).
+ */
+static void dirh_touch(struct zr_fs *fs, struct zr_dirh *d)
+{
+	struct zr_dirh *v, *prev;
+
+	pthread_mutex_lock(&fs->dirh_lock);
+	if (d->listed)
+		dirh_unlist(fs, d);
+	d->next = fs->dirh_head;
+	if (fs->dirh_head)
+		fs->dirh_head->prev = d;
+	else
+		fs->dirh_tail = d;
+	fs->dirh_head = d;
+	d->listed = true;
+	fs->ndirh++;
+	for (v = fs->dirh_tail; v && fs->ndirh > dirh_max(fs); v = prev) {
+		prev = v->prev;
+		if (v == d || pthread_mutex_trylock(&v->lock) != 0)
+			continue;
+		dirh_unlist(fs, v);
+		closedir(v->dp);
+		v->dp = NULL;
+		v->pending = NULL;
+		pthread_mutex_unlock(&v->lock);
+	}
+	pthread_mutex_unlock(&fs->dirh_lock);
+}
+
+/*
+ * Open the stream of @d (lock held) on directory @dir, at d->pos.
+ * @return 0 or -errno.
+ */
+static int dirh_open(struct zr_fs *fs, struct zr_dirh *d, struct zr_inode *dir)
+{
+	int fd, dfd, rc;
+
+	fd = zr_fd_get(fs, dir);
+	if (fd < 0)
+		return fd;
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = dfd < 0 ? -errno : 0;
+	zr_fd_put(fs, dir);
+	if (rc)
+		return rc;
+	d->dp = fdopendir(dfd);
+	if (!d->dp) {
+		rc = -errno;
+		close(dfd);
+		return rc;
+	}
+	if (d->pos)
+		seekdir(d->dp, d->pos);
+	d->pending = NULL;
+	return 0;
+}
+
+/*
+ * OPENDIR: a handle, without a stream yet (do_readdir() opens it). The
+ * directory counts its open handles, so that rmdir can keep an open one
+ * reachable (pin_open_dir()); the handle holds an inode reference (a
+ * FORGET may overtake the RELEASEDIR).
+ */
 static void zr_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
 	struct zr_dirh *d;
-	int fd, dfd;
 
 	if (zr_is_ctl(ino)) {
 		fi->fh = 0;
 		fuse_reply_open(req, fi);
 		return;
 	}
-	in = zr_inode_from_ino(fs, ino);
 	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	fd = zr_fd_get(fs, in);
-	if (fd < 0) {
-		free(d);
-		fuse_reply_err(req, -fd);
-		return;
-	}
-	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	zr_fd_put(fs, in);
-	if (dfd < 0 || !(d->dp = fdopendir(dfd))) {
-		int err = errno;
-
-		if (dfd >= 0)
-			close(dfd);
-		free(d);
-		fuse_reply_err(req, err);
-		return;
-	}
+	in = zr_inode_from_ino(fs, ino);
+	if (in != &fs->root)
+		zr_inode_ref(fs, in);
+	pthread_rwlock_wrlock(&in->lock);
+	in->open_count++;
+	pthread_rwlock_unlock(&in->lock);
+	pthread_mutex_init(&d->lock, NULL);
 	d->is_root = ino == FUSE_ROOT_ID;
 	fi->fh = (uint64_t)(uintptr_t)d;
 	fi->cache_readdir = 0;
@@ -1036,11 +1158,29 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	pthread_mutex_lock(&d->lock);
 	if (off != d->pos) {
-		seekdir(d->dp, off);
+		if (d->dp)
+			seekdir(d->dp, off);
 		d->pending = NULL;
 		d->pos = off;
 	}
+	if (!d->dp) {
+		int rc = dirh_open(fs, d, dir);
+
+		if (rc) {
+			pthread_mutex_unlock(&d->lock);
+			free(buf);
+			/* removed since it was opened: empty, as it is */
+			if ((rc == -ESTALE || rc == -ENOENT) &&
+			    __atomic_load_n(&dir->unlinked, __ATOMIC_RELAXED))
+				fuse_reply_buf(req, NULL, 0);
+			else
+				fuse_reply_err(req, -rc);
+			return;
+		}
+	}
+	dirh_touch(fs, d);
 	p = buf;
 	for (;;) {
 		struct dirent *de = d->pending;
@@ -1111,6 +1251,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		d->pending = NULL;
 		d->pos = de->d_off;
 	}
+	pthread_mutex_unlock(&d->lock);
 	if (err && rem == size)
 		fuse_reply_err(req, err);
 	else
@@ -1132,26 +1273,59 @@ static void zr_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 static void zr_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_dirh *d = (struct zr_dirh *)(uintptr_t)fi->fh;
+	struct zr_inode *in;
+	bool unpin;
 
 	if (d) {
-		closedir(d->dp);
+		pthread_mutex_lock(&fs->dirh_lock);
+		if (d->listed)
+			dirh_unlist(fs, d);
+		pthread_mutex_unlock(&fs->dirh_lock);
+		if (d->dp)
+			closedir(d->dp);
+		pthread_mutex_destroy(&d->lock);
 		free(d);
+		in = zr_inode_from_ino(fs, ino);
+		pthread_rwlock_wrlock(&in->lock);
+		unpin = --in->open_count == 0 && in->fd_pinned;
+		if (unpin)
+			in->fd_pinned = false;
+		pthread_rwlock_unlock(&in->lock);
+		if (unpin)
+			zr_fd_unpin(fs, in);
+		zr_inode_unref(fs, in);
 	}
 	fuse_reply_err(req, 0);
 }
 
+/* fsync of a directory: through an fd of its own (the cached one is O_PATH). */
 static void zr_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			   struct fuse_file_info *fi)
 {
-	struct zr_dirh *d = (struct zr_dirh *)(uintptr_t)fi->fh;
-	int rc = 0;
+	struct zr_fs *fs = zr_fs_of(req);
+	struct zr_inode *in;
+	int fd, dfd, rc = 0;
 
-	if (d) {
-		int fd = dirfd(d->dp);
-
-		rc = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? errno : 0;
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, 0);
+		return;
 	}
+	in = zr_inode_from_ino(fs, ino);
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		fuse_reply_err(req, -fd);
+		return;
+	}
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		rc = errno;
+	else if ((datasync ? fdatasync(dfd) : fsync(dfd)) < 0)
+		rc = errno;
+	if (dfd >= 0)
+		close(dfd);
+	zr_fd_put(fs, in);
 	fuse_reply_err(req, rc);
 }
 

@@ -1,0 +1,89 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# dir_handles: open directories do not cost the daemon one fd each.  With
+# max_fds=64 (16 directory streams at most): 3000 directory handles held
+# open without reading; then 300 directories of 100 entries read through
+# 300 handles at once, a few entries from each in turn, so that streams are
+# closed and reopened mid-listing (at the offset they had reached): every
+# listing must be whole, each name once, and the daemon's fd count stays
+# bounded.  Last, a directory removed while open: fstat through the handle
+# gives a link count of 0, and its listing is empty.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "counts the daemon's file descriptors"
+zr_need_tool python3
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+python3 - "$B" <<'PY'
+import os, sys
+b = sys.argv[1]
+for i in range(300):
+    d = "%s/d%d" % (b, i)
+    os.mkdir(d)
+    for j in range(100):
+        open("%s/entry_%d_with_a_longer_name_%d" % (d, j, i), "w").close()
+for i in range(3000):
+    os.mkdir("%s/h%d" % (b, i))
+PY
+zr_mount "max_fds=64" "$B" "$M"
+
+python3 - "$ZR_MNT" "$ZR_PID" <<'PY' || fail "see above"
+import os, sys
+m, pid = sys.argv[1], sys.argv[2]
+def daemon_fds():
+    return len(os.listdir("/proc/%s/fd" % pid))
+base = daemon_fds()
+bad = 0
+held = [os.open("%s/h%d" % (m, i), os.O_RDONLY | os.O_DIRECTORY) for i in range(3000)]
+n = daemon_fds() - base
+print("     3000 unread directory handles: %d more daemon fds" % n)
+if n > 64 + 16:
+    print("FAIL: unread directory handles hold daemon fds")
+    bad = 1
+for h in held:
+    os.close(h)
+fds = [os.open("%s/d%d" % (m, i), os.O_RDONLY | os.O_DIRECTORY) for i in range(300)]
+its = [os.scandir(fd) for fd in fds]
+names = [[] for _ in fds]
+most = 0
+live = list(range(len(its)))
+while live:
+    nxt = []
+    for k in live:
+        got = 0
+        for e in its[k]:
+            names[k].append(e.name)
+            got += 1
+            if got == 7:
+                break
+        if got == 7:
+            nxt.append(k)
+    most = max(most, daemon_fds() - base)
+    live = nxt
+for k, fd in enumerate(fds):
+    want = sorted("entry_%d_with_a_longer_name_%d" % (j, k) for j in range(100))
+    if sorted(names[k]) != want:
+        print("FAIL: d%d listed %d names (%d distinct), expected 100" %
+              (k, len(names[k]), len(set(names[k]))))
+        bad = 1
+    os.close(fd)
+print("     300 listings read in turns: at most %d more daemon fds" % most)
+if most > 64 + 16 + 8:
+    print("FAIL: the daemon held %d more fds while 300 handles were read" % most)
+    bad = 1
+os.mkdir(m + "/gone")
+h = os.open(m + "/gone", os.O_RDONLY | os.O_DIRECTORY)
+os.rmdir(m + "/gone")
+for i in range(100):    # push its fd out of the cache, were it not pinned
+    os.stat("%s/d%d" % (m, i))
+if os.fstat(h).st_nlink != 0:
+    print("FAIL: a removed directory has a link count of %d" % os.fstat(h).st_nlink)
+    bad = 1
+if os.listdir(h):
+    print("FAIL: a removed directory lists entries")
+    bad = 1
+os.close(h)
+sys.exit(bad)
+PY
+zr_umount
