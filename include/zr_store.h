@@ -121,6 +121,13 @@ uint64_t zr_store_mem_used(struct zr_store *st);
  */
 int zr_store_make_room(struct zr_store *st, size_t need);
 
+/**
+ * zr_store_make_room_once() - the same in one reclaim pass and no pause,
+ * for what may be left out (a clean copy of data read from the disk).
+ * @return 0, or -EAGAIN when there is no room (not counted as ENOSPC).
+ */
+int zr_store_make_room_once(struct zr_store *st, size_t need);
+
 /** Whether usage is above the high watermark (background reclaim should run). */
 bool zr_store_above_high(struct zr_store *st);
 

@@ -297,7 +297,7 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 		memset(blk + n, 0, fs->bs - (size_t)n);
 	if (no_insert)
 		return 0;
-	if (zr_store_make_room(fs->store, fs->bs) == 0 &&
+	if (zr_store_make_room_once(fs->store, fs->bs) == 0 &&
 	    __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE) == gen) {
 		pthread_rwlock_wrlock(&ino->lock);
 		if (ino->gen == gen)
@@ -623,7 +623,7 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		/* (unlinked is read without ns_lock: a stale answer costs a
 		 * copy that goes with the inode) */
 		if (__atomic_load_n(&ino->unlinked, __ATOMIC_RELAXED) ||
-		    tier_tight(fs) || zr_store_make_room(fs->store, bs) != 0)
+		    tier_tight(fs) || zr_store_make_room_once(fs->store, bs) != 0)
 			return;
 		fd = zr_fd_get(fs, ino);
 		if (fd < 0)
@@ -1048,6 +1048,17 @@ void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_lock(&fs->attr_lock);
 	ino->times_dirty = false;
 	pthread_mutex_unlock(&fs->attr_lock);
+}
+
+/**
+ * zr_data_writeback_inode() - write back every dirty block of @ino, leaving
+ * a recorded writeback error for the file's next fsync/close.
+ * @return 0 or -errno (this writeback's error).
+ */
+int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino)
+{
+	(void)fs;
+	return ino->blocks ? zr_file_writeback(ino->blocks) : 0;
 }
 
 /**

@@ -256,6 +256,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);
+int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
 int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);
 void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino);
 void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -40,7 +41,7 @@ static const char *mount_path;	/* canonical mount point */
  * longer unmounts, it only asks for that retry).
  */
 static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t retry_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t retry_cond;	/* on CLOCK_MONOTONIC, set up in main() */
 static bool retry_now;
 static bool session_over;
 
@@ -80,6 +81,26 @@ static bool mount_dev(const char *path, char *dev, size_t devlen)
 static bool is_mounted(const char *path)
 {
 	return mount_dev(path, NULL, 0);
+}
+
+/*
+ * One daemon per backing directory: an flock(2) on it, held for the
+ * daemon's life (the fd is inherited across fuse_daemonize()). A daemon
+ * still writing back after an unmount (final_writeback()) would otherwise
+ * write its old blocks over what a new mount of the same directory wrote.
+ * A previous daemon is given 10 s to finish. Filesystems without flock
+ * (some network ones) go unlocked. @return 0 or -EBUSY.
+ */
+static int lock_backing(int root_fd)
+{
+	for (int i = 0; i < 100; i++) {
+		if (flock(root_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+			return 0;
+		if (i == 0)
+			fprintf(stderr, "zramfs: waiting for the daemon of the backing directory's previous mount to finish\n");
+		usleep(100 * 1000);
+	}
+	return -EBUSY;
 }
 
 /* Whether the canonical path @mnt lies inside the directory @backing. */
@@ -146,7 +167,7 @@ static void wait_retry(unsigned secs)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += secs;
 	pthread_mutex_lock(&retry_lock);
 	while (!retry_now && pthread_cond_timedwait(&retry_cond, &retry_lock, &ts) == 0)
@@ -209,6 +230,15 @@ int main(int argc, char *argv[])
 	pthread_t sig_tid;
 	int root_fd = -1, rc, ret = 1;
 
+	pthread_condattr_t ca;
+
+	/* a file past RLIMIT_FSIZE is EFBIG, not death by SIGXFSZ with the
+	 * dirty data (the size probe of the backing filesystem meets it too) */
+	signal(SIGXFSZ, SIG_IGN);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&retry_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	if (zr_options_parse(argc, argv, &opt, &args, err, sizeof(err)) < 0) {
 		fprintf(stderr, "zramfs: %s\n", err);
 		fprintf(stderr, "Try 'zramfs --help' for the options.\n");
@@ -266,6 +296,12 @@ int main(int argc, char *argv[])
 	if (!opt.over_self && inside_backing(opt.backing, real_mnt)) {
 		fprintf(stderr, "zramfs: mount point '%s' is inside the backing directory '%s': the daemon would reach its own mount through it (mount elsewhere, or over the backing directory itself: zramfs DIR)\n",
 			real_mnt, opt.backing);
+		goto out_fd;
+	}
+	rc = lock_backing(root_fd);
+	if (rc) {
+		fprintf(stderr, "zramfs: backing directory '%s' is in use by another zramfs daemon (mounted elsewhere, or still writing back after an unmount: see its log)\n",
+			opt.backing);
 		goto out_fd;
 	}
 	mount_path = real_mnt;

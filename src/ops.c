@@ -19,7 +19,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -586,48 +588,69 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
 }
 
 /*
- * The name (@p, @name) of @victim (last seen with link count @nlink) is
- * going away; called before the backing unlink/rename. When it is the last
- * name we know of the file, nothing will reach the file by name afterwards:
+ * Removing a name. The caller holds victim->lock for writing from
+ * prepare_unlink() through the backing unlink/rename to finish_unlink() (or
+ * undo_pin()), so that two names of one file removed at once, through two
+ * directories, are handled one after the other, each with the link count
+ * read under the lock.
+ *
+ * prepare_unlink(): the name (@p, @name) of @victim, in the directory
+ * @pfd, is going away. Its link count now goes to *@nlink. When it is the
+ * last name we know of the file, nothing will reach the file by name
+ * afterwards:
  *  - one with other links (names never looked up) has its dirty blocks
  *    written back now, while this name still reaches it; they belong to
- *    those names;
- *  - one that is open has its fd pinned, so that it stays readable and
- *    writable until the last close (zr_op_release()).
+ *    those names (a writeback error stays for the file's fsync/close);
+ *  - an open one has its fd pinned (*@pinned: by this call), so that it
+ *    stays readable and writable until the last close (zr_op_release());
+ *  - an open directory keeps its fd pinned until its last RELEASEDIR, so
+ *    that fstat and readdir through the handle still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
  * (out of fds, or the backing filesystem refuses the writeback).
  */
 static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
-			  const char *name, nlink_t nlink)
+			  int pfd, const char *name, nlink_t *nlink, bool *pinned)
 {
-	int fd, rc = 0;
+	struct stat st;
+	int fd, rc;
 
-	if (!S_ISREG(victim->type))
-		return 0;
-	if (nlink > 1) {
+	*pinned = false;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	*nlink = st.st_nlink;
+	if (S_ISREG(victim->type) && st.st_nlink > 1) {
 		if (!zr_alias_is_last(fs, victim, p, name))
 			return 0;
-		rc = zr_data_flush_inode(fs, victim);
+		rc = zr_data_writeback_inode(fs, victim);
 		if (rc)
 			return rc;
 	}
-	pthread_rwlock_wrlock(&victim->lock);
-	if (victim->open_count > 0 && !victim->fd_pinned) {
-		fd = zr_fd_get(fs, victim);
-		if (fd >= 0) {
-			zr_fd_pin(fs, victim);
-			zr_fd_put(fs, victim);
-			victim->fd_pinned = true;
-		} else {
-			rc = fd;
-		}
-	}
-	pthread_rwlock_unlock(&victim->lock);
-	return rc;
+	if (!S_ISREG(victim->type) && !S_ISDIR(victim->type))
+		return 0;
+	if (victim->open_count == 0 || victim->fd_pinned)
+		return 0;
+	fd = zr_fd_get(fs, victim);
+	if (fd < 0)
+		return fd;
+	zr_fd_pin(fs, victim);
+	zr_fd_put(fs, victim);
+	victim->fd_pinned = true;
+	*pinned = true;
+	return 0;
 }
 
-/* After the backing unlink of (@p, @name): forget the name; drop the data
- * of a file whose last link went and that nobody has open. */
+/* The backing call failed: drop the pin prepare_unlink() took for it. */
+static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned)
+{
+	if (!pinned)
+		return;
+	victim->fd_pinned = false;
+	zr_fd_unpin(fs, victim);
+}
+
+/* After the backing unlink of (@p, @name), @victim's link count having
+ * been @nlink: forget the name; drop the data of a file whose last link
+ * went and that nobody has open. Caller holds victim->lock (see above). */
 static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 			  struct zr_inode *p, const char *name, nlink_t nlink)
 {
@@ -636,19 +659,17 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 
 	if (last)
 		zr_inode_unhash(fs, victim);
-	if (last && S_ISREG(victim->type)) {
-		pthread_rwlock_wrlock(&victim->lock);
-		if (victim->open_count == 0)
-			zr_data_drop_inode(fs, victim);
-		pthread_rwlock_unlock(&victim->lock);
-	}
+	if (last && S_ISREG(victim->type) && victim->open_count == 0)
+		zr_data_drop_inode(fs, victim);
 }
 
 static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
+	bool pinned = false;
 	struct stat st;
+	nlink_t nlink;
 	int pfd, rc;
 
 	if (zr_is_ctl(parent)) {
@@ -661,48 +682,33 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	rc = victim ? prepare_unlink(fs, victim, p, name, st.st_nlink) : 0;
+	nlink = 0;
+	rc = 0;
+	if (victim) {
+		pthread_rwlock_wrlock(&victim->lock);
+		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned);
+	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
-			finish_unlink(fs, victim, p, name, st.st_nlink);
+			finish_unlink(fs, victim, p, name, nlink);
+		else
+			undo_pin(fs, victim, pinned);
+		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
 	zr_fd_put(fs, p);
 	fuse_reply_err(req, -rc);
 }
 
-/*
- * A directory about to be removed that is open keeps its fd (pinned until
- * the last RELEASEDIR), so that fstat and readdir through an open handle
- * still reach it once it has no name. @return 0 or -errno (out of fds: the
- * rmdir fails rather than strand the handle).
- */
-static int pin_open_dir(struct zr_fs *fs, struct zr_inode *dir)
-{
-	int fd, rc = 0;
-
-	pthread_rwlock_wrlock(&dir->lock);
-	if (dir->open_count > 0 && !dir->fd_pinned) {
-		fd = zr_fd_get(fs, dir);
-		if (fd >= 0) {
-			zr_fd_pin(fs, dir);
-			zr_fd_put(fs, dir);
-			dir->fd_pinned = true;
-		} else {
-			rc = fd;
-		}
-	}
-	pthread_rwlock_unlock(&dir->lock);
-	return rc;
-}
-
 static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
+	bool pinned = false;
 	struct stat st;
+	nlink_t nlink;
 	int pfd, rc;
 
 	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
@@ -715,14 +721,20 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	rc = victim ? pin_open_dir(fs, victim) : 0;
+	nlink = 0;
+	rc = 0;
+	if (victim) {
+		pthread_rwlock_wrlock(&victim->lock);
+		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned);
+	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 	if (victim) {
-		if (rc == 0) {
-			zr_alias_remove(fs, victim, p, name);
-			zr_inode_unhash(fs, victim);
-		}
+		if (rc == 0)
+			finish_unlink(fs, victim, p, name, nlink);
+		else
+			undo_pin(fs, victim, pinned);	/* not empty, say */
+		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
 	zr_fd_put(fs, p);
@@ -737,6 +749,8 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *np = zr_inode_from_ino(fs, newparent);
 	struct zr_inode *src = NULL, *dst = NULL;
 	struct stat sst, dst_st;
+	bool pinned = false;
+	nlink_t nlink;
 	int ofd, nfd, rc;
 
 	if (zr_is_ctl(parent) || zr_is_ctl(newparent) ||
@@ -768,18 +782,25 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		dst = NULL;
 	}
 	rc = 0;
-	if (dst && !(flags & RENAME_EXCHANGE))
-		rc = prepare_unlink(fs, dst, np, newname, dst_st.st_nlink);
+	nlink = 0;
+	if (dst && !(flags & RENAME_EXCHANGE)) {
+		pthread_rwlock_wrlock(&dst->lock);
+		rc = prepare_unlink(fs, dst, np, nfd, newname, &nlink, &pinned);
+	}
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
 	if (rc == 0) {
 		if (dst && (flags & RENAME_EXCHANGE))
 			zr_alias_rename(fs, dst, np, newname, op, name);
 		else if (dst)
-			finish_unlink(fs, dst, np, newname, dst_st.st_nlink);
+			finish_unlink(fs, dst, np, newname, nlink);
 		if (src)
 			zr_alias_rename(fs, src, op, name, np, newname);
+	} else if (dst && !(flags & RENAME_EXCHANGE)) {
+		undo_pin(fs, dst, pinned);
 	}
+	if (dst && !(flags & RENAME_EXCHANGE))
+		pthread_rwlock_unlock(&dst->lock);
 	if (src)
 		zr_inode_unref(fs, src);
 	if (dst)
@@ -948,31 +969,39 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /*
  * The last close of a file whose last known name went while it was open
- * (prepare_unlink() pinned its fd). Without a link left, its data goes. A
- * file still linked under names we never looked up has what was written
- * since written back through the pinned fd; when that fails the pin stays,
- * so that the writeback thread can still reach the file.
- * @return whether to unpin the fd.
+ * (prepare_unlink() pinned its fd); the caller has taken the pin over
+ * (fd_pinned cleared under the lock). Without a link left, its data goes.
+ * A file still linked under names we never looked up has what was written
+ * since written back through the pinned fd. The pin stays when that fails,
+ * or when the file was opened again meanwhile; else it is dropped.
  */
-static bool release_pinned(struct zr_fs *fs, struct zr_inode *in)
+static void release_pinned(struct zr_fs *fs, struct zr_inode *in)
 {
 	struct stat st;
-	bool linked = false;
-	int fd;
+	bool linked = false, keep, unpin;
+	int fd, rc = 0;
 
 	fd = zr_fd_get_cached(fs, in);
 	if (fd >= 0) {
 		linked = fstat(fd, &st) == 0 && st.st_nlink > 0;
 		zr_fd_put(fs, in);
 	}
-	if (linked && zr_data_flush_inode(fs, in) != 0)
-		return false;
+	if (linked)
+		rc = zr_data_writeback_inode(fs, in);
 	pthread_rwlock_wrlock(&in->lock);
-	if (!linked && in->unlinked && in->open_count == 0)
+	keep = in->open_count > 0 || rc != 0;
+	if (keep && !in->fd_pinned) {
+		in->fd_pinned = true;	/* ours stays */
+		unpin = false;
+	} else {
+		/* done, or pinned again meanwhile: ours is not needed */
+		unpin = true;
+	}
+	if (!keep && !linked && in->unlinked)
 		zr_data_drop_inode(fs, in);
-	in->fd_pinned = false;
 	pthread_rwlock_unlock(&in->lock);
-	return true;
+	if (unpin)
+		zr_fd_unpin(fs, in);
 }
 
 static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -989,9 +1018,11 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	in = zr_inode_from_ino(fs, ino);
 	pthread_rwlock_wrlock(&in->lock);
 	last = --in->open_count == 0 && in->fd_pinned;
+	if (last)
+		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
 	pthread_rwlock_unlock(&in->lock);
-	if (last && release_pinned(fs, in))
-		zr_fd_unpin(fs, in);
+	if (last)
+		release_pinned(fs, in);
 	zr_inode_unref(fs, in);
 	fuse_reply_err(req, 0);
 }
@@ -1002,8 +1033,9 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  * open by the thousand to use them with *at() calls, and never read most of
  * them. At most dirh_max() streams stay open: when another one is needed,
  * the least recently read is closed, its position kept, and it is opened
- * again and seekdir()ed there when it is read next (directory offsets are
- * cookies a new open file of the directory takes: ext4, xfs, btrfs, tmpfs).
+ * again and seekdir()ed there when it is read next; only on filesystems
+ * whose directory offsets a new open file of the directory takes
+ * (offsets_survive_reopen()): elsewhere a stream stays open.
  *
  * Locking: zr_dirh.lock serialises the use of one handle's stream (dp, pos,
  * pending). fs->dirh_lock protects the list of handles with a stream open
@@ -1017,6 +1049,7 @@ struct zr_dirh {
 	off_t pos;		/* lock: offset of the next entry dp returns */
 	struct dirent *pending;	/* lock: read but not yet replied */
 	bool is_root;		/* immutable */
+	bool evictable;		/* lock: offsets of its filesystem survive a reopen */
 	bool listed;		/* dirh_lock: on the list (its stream is open) */
 	struct zr_dirh *prev, *next;	/* dirh_lock: most recently read first */
 };
@@ -1067,6 +1100,10 @@ static void dirh_touch(struct zr_fs *fs, struct zr_dirh *d)
 		prev = v->prev;
 		if (v == d || pthread_mutex_trylock(&v->lock) != 0)
 			continue;
+		if (!v->evictable) {
+			pthread_mutex_unlock(&v->lock);
+			continue;
+		}
 		dirh_unlist(fs, v);
 		closedir(v->dp);
 		v->dp = NULL;
@@ -1074,6 +1111,42 @@ static void dirh_touch(struct zr_fs *fs, struct zr_dirh *d)
 		pthread_mutex_unlock(&v->lock);
 	}
 	pthread_mutex_unlock(&fs->dirh_lock);
+}
+
+/*
+ * Whether the directory offsets of the filesystem of @fd are cookies that a
+ * new open file of the directory takes (hashes or indices: ext2/3/4, xfs,
+ * btrfs, NFS, and tmpfs since Linux 6.6), so that its stream may be closed
+ * and reopened at the same place. Elsewhere (positions: older tmpfs,
+ * overlayfs, FUSE, CIFS...) a reopened listing could skip entries, so the
+ * stream stays open for as long as the handle.
+ */
+static bool offsets_survive_reopen(int fd)
+{
+	static int tmpfs_ok = -1;	/* (a benign race: same answer) */
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53:		/* ext2, ext3, ext4 */
+	case 0x58465342:	/* xfs */
+	case 0x9123683E:	/* btrfs */
+	case 0x6969:		/* nfs */
+		return true;
+	case 0x01021994:	/* tmpfs: stable offsets since 6.6 */
+		if (tmpfs_ok < 0) {
+			struct utsname u;
+			int major = 0, minor = 0;
+
+			tmpfs_ok = uname(&u) == 0 &&
+				   sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+				   (major > 6 || (major == 6 && minor >= 6));
+		}
+		return tmpfs_ok;
+	default:
+		return false;
+	}
 }
 
 /*
@@ -1092,6 +1165,7 @@ static int dirh_open(struct zr_fs *fs, struct zr_dirh *d, struct zr_inode *dir)
 	zr_fd_put(fs, dir);
 	if (rc)
 		return rc;
+	d->evictable = offsets_survive_reopen(dfd);
 	d->dp = fdopendir(dfd);
 	if (!d->dp) {
 		rc = -errno;
@@ -1107,7 +1181,7 @@ static int dirh_open(struct zr_fs *fs, struct zr_dirh *d, struct zr_inode *dir)
 /*
  * OPENDIR: a handle, without a stream yet (do_readdir() opens it). The
  * directory counts its open handles, so that rmdir can keep an open one
- * reachable (pin_open_dir()); the handle holds an inode reference (a
+ * reachable (prepare_unlink()); the handle holds an inode reference (a
  * FORGET may overtake the RELEASEDIR).
  */
 static void zr_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1136,7 +1210,15 @@ static void zr_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	d->is_root = ino == FUSE_ROOT_ID;
 	fi->fh = (uint64_t)(uintptr_t)d;
 	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* the opener is gone (interrupted): no RELEASEDIR will come */
+		pthread_rwlock_wrlock(&in->lock);
+		in->open_count--;
+		pthread_rwlock_unlock(&in->lock);
+		zr_inode_unref(fs, in);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+	}
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1171,7 +1253,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (rc) {
 			pthread_mutex_unlock(&d->lock);
 			free(buf);
-			/* removed since it was opened: empty, as it is */
+			/* removed since it was opened: empty, as it is
+			 * (unlinked read without ns_lock: a stale false
+			 * only gives the error) */
 			if ((rc == -ESTALE || rc == -ENOENT) &&
 			    __atomic_load_n(&dir->unlinked, __ATOMIC_RELAXED))
 				fuse_reply_buf(req, NULL, 0);
@@ -1221,18 +1305,28 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					d->pos = de->d_off;
 					continue;
 				}
-				if (rc) {
-					/* (out of fds, EIO...): no entry may go
+				if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
+					/* out of resources: no entry may go
 					 * missing in silence; what is listed so
 					 * far goes out, this entry is tried again
 					 * by the next call, or the error is told */
 					err = -rc;
 					break;
 				}
+				if (rc) {
+					/* this entry cannot be looked up (EACCES
+					 * on another user's FUSE mount, EIO): its
+					 * name without attributes, as a local
+					 * filesystem lists it (no node id: the
+					 * kernel links nothing) */
+					memset(&e, 0, sizeof(e));
+					e.attr.st_ino = de->d_ino;
+					e.attr.st_mode = (mode_t)de->d_type << 12;
+				}
 			}
 			n = fuse_add_direntry_plus(req, p, rem, de->d_name, &e, de->d_off);
 			if (n > rem) {
-				if (!dots)
+				if (!dots && e.ino)
 					zr_inode_forget(fs, zr_inode_from_ino(fs, e.ino), 1);
 				break;
 			}
@@ -1300,13 +1394,13 @@ static void zr_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 	fuse_reply_err(req, 0);
 }
 
-/* fsync of a directory: through an fd of its own (the cached one is O_PATH). */
+/* fsync of a directory, through its cached fd (O_RDONLY | O_DIRECTORY). */
 static void zr_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			   struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
-	int fd, dfd, rc = 0;
+	int fd, rc = 0;
 
 	if (zr_is_ctl(ino)) {
 		fuse_reply_err(req, 0);
@@ -1318,13 +1412,8 @@ static void zr_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		fuse_reply_err(req, -fd);
 		return;
 	}
-	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
+	if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
 		rc = errno;
-	else if ((datasync ? fdatasync(dfd) : fsync(dfd)) < 0)
-		rc = errno;
-	if (dfd >= 0)
-		close(dfd);
 	zr_fd_put(fs, in);
 	fuse_reply_err(req, rc);
 }

@@ -1548,14 +1548,16 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
  */
 #define ZR_ROOM_TRIES 16	/* pauses of 1, 2, 4, 8, then 16 ms: 0.2 s in all */
 
-int zr_store_make_room(struct zr_store *st, size_t need)
+/* Make room for @need bytes in up to @max_tries reclaim passes.
+ * @return 0 or -ENOSPC. */
+static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 {
 	uint64_t budget, target;
 	unsigned wb_fails = 0;
 
 	/* The pool commits whole pages: an object may start a new one. */
 	need += POOL_PAGE;
-	for (unsigned tries = 0; tries < ZR_ROOM_TRIES; tries++) {
+	for (unsigned tries = 0; tries < max_tries; tries++) {
 		budget = zr_stat_read(&st->cfg.budget);
 		if (zr_store_mem_used(st) + need <= budget)
 			return 0;
@@ -1579,8 +1581,25 @@ int zr_store_make_room(struct zr_store *st, size_t need)
 		if (wb_fails || !st->ops.writeback)
 			break;
 	}
-	zr_stat_add(&st->s.enospc, 1);
 	return -ENOSPC;
+}
+
+int zr_store_make_room(struct zr_store *st, size_t need)
+{
+	int rc = make_room(st, need, ZR_ROOM_TRIES);
+
+	if (rc)
+		zr_stat_add(&st->s.enospc, 1);
+	return rc;
+}
+
+int zr_store_make_room_once(struct zr_store *st, size_t need)
+{
+	uint64_t budget = zr_stat_read(&st->cfg.budget);
+
+	if (zr_store_mem_used(st) + need + POOL_PAGE <= budget)
+		return 0;
+	return make_room(st, need, 1) == 0 ? 0 : -EAGAIN;
 }
 
 /* ---- test hooks ---- */

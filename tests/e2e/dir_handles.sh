@@ -6,8 +6,9 @@
 # 300 handles at once, a few entries from each in turn, so that streams are
 # closed and reopened mid-listing (at the offset they had reached): every
 # listing must be whole, each name once, and the daemon's fd count stays
-# bounded.  Last, a directory removed while open: fstat through the handle
-# gives a link count of 0, and its listing is empty.
+# bounded.  Last, a directory removed while open, and one renamed over
+# while open: fstat through the handle gives a link count of 0, and its
+# listing is empty.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "counts the daemon's file descriptors"
@@ -82,6 +83,17 @@ if os.fstat(h).st_nlink != 0:
     bad = 1
 if os.listdir(h):
     print("FAIL: a removed directory lists entries")
+    bad = 1
+os.close(h)
+os.mkdir(m + "/gone2")
+os.mkdir(m + "/other")
+h = os.open(m + "/gone2", os.O_RDONLY | os.O_DIRECTORY)
+os.rename(m + "/other", m + "/gone2")    # over the open, empty directory
+for i in range(100):
+    os.stat("%s/d%d" % (m, i))
+if os.fstat(h).st_nlink != 0 or os.listdir(h):
+    print("FAIL: a directory renamed over while open: nlink %d, entries %s" %
+          (os.fstat(h).st_nlink, os.listdir(h)))
     bad = 1
 os.close(h)
 sys.exit(bad)

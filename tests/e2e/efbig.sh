@@ -87,4 +87,23 @@ fd = os.open(sys.argv[1], os.O_RDONLY)
 sys.exit(0 if os.pread(fd, 100, int(sys.argv[2]) - 100) == b"\xab" * 100 else 1)
 PY
 umount "$B" || fail "cannot unmount the ext4 image"
+
+say "a daemon under ulimit -f (64 MiB): mounts, and a write past it is EFBIG"
+# (the size probe and the writeback meet RLIMIT_FSIZE; without SIGXFSZ
+# ignored, the daemon died at mount)
+cat >"$ZR_TMP/fsize_limited" <<SH
+#!/bin/bash
+ulimit -f $((64 << 10)) && exec "$ZRAMFS" "\$@"
+SH
+chmod +x "$ZR_TMP/fsize_limited"
+REAL=$ZRAMFS ZRAMFS=$ZR_TMP/fsize_limited
+mkdir -p "$ZR_TMP/b2"
+zr_mount "size=16M" "$ZR_TMP/b2" "$M"
+ZRAMFS=$REAL
+out=$(write_at "$ZR_MNT/h" $((100 << 20)) 4096)
+echo "$out" | sed 's/^/     /'
+echo "$out" | grep -Eq "^(write|fsync) EFBIG$" || fail "expected EFBIG past the daemon's file size limit, got: $(echo $out)"
+echo small >"$ZR_MNT/small" || fail "the mount stopped working"
+zr_umount
+[ "$(cat "$ZR_TMP/b2/small")" = small ] || fail "a small file was lost"
 say "ok"

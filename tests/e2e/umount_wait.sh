@@ -8,7 +8,8 @@
 # the data stays readable in RAM until there is room.  A plain umount(8)
 # over a full backing directory: the daemon keeps the data (longer than the
 # 30 s after which it used to give up), and writes it back once there is
-# room; SIGHUP makes it try at once.
+# room; SIGHUP makes it try at once.  Meanwhile a new mount of the same
+# backing directory is refused.
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=180
 zr_init
@@ -85,8 +86,14 @@ sleep 35
 running "$ZR_PID" || fail "the daemon exited with data it could not write back"
 grep -q "dirty blocks are kept in RAM" "$ZR_LOG" ||
 	fail "the daemon did not log that it keeps the data: $(tail -3 "$ZR_LOG")"
+# a new mount of the same backing directory meanwhile would have its data
+# overwritten by the old daemon's blocks: refused (after waiting 10 s)
+OLD_PID=$ZR_PID
+zr_expect_err "in use by another zramfs daemon" timeout 30 "$ZRAMFS" -f "$FB" "$M"
+zr_is_mounted "$M" && fail "mounted over a backing directory whose daemon is still writing back"
 mount -o remount,size=128m "$FB" || fail "cannot enlarge the tmpfs"
 # (its next attempt would be 63 s after the unmount, past this wait)
+ZR_PID=$OLD_PID
 kill -HUP "$ZR_PID"
 zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not write back within 15 s of SIGHUP once there was room"
 [ "$ZR_WAIT_RC" = 0 ] || fail "the daemon exited with status $ZR_WAIT_RC"
