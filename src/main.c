@@ -52,9 +52,11 @@ static bool session_over;
 
 /*
  * Whether @path is a mount point listed in /proc/self/mountinfo. When @dev
- * is given, it receives the "MAJ:MIN" of the topmost mount there.
+ * is given, it receives the "MAJ:MIN" of the topmost mount there; when
+ * @fstype is, its filesystem type ("fuse.zramfs"...).
  */
-static bool mount_dev(const char *path, char *dev, size_t devlen)
+static bool mount_info(const char *path, char *dev, size_t devlen,
+		       char *fstype, size_t typelen)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "r");
 	char line[8192];
@@ -63,7 +65,8 @@ static bool mount_dev(const char *path, char *dev, size_t devlen)
 	if (!f)
 		return false;
 	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], mm[32];
+		char mp[PATH_MAX], mm[32], type[64];
+		const char *sep;
 
 		if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, mp) != 2)
 			continue;
@@ -73,14 +76,31 @@ static bool mount_dev(const char *path, char *dev, size_t devlen)
 		found = true;	/* later lines are mounted on top: keep going */
 		if (dev)
 			snprintf(dev, devlen, "%s", mm);
+		sep = strstr(line, " - ");
+		if (fstype && sep && sscanf(sep + 3, "%63s", type) == 1)
+			snprintf(fstype, typelen, "%s", type);
 	}
 	fclose(f);
 	return found;
 }
 
+static bool mount_dev(const char *path, char *dev, size_t devlen)
+{
+	return mount_info(path, dev, devlen, NULL, 0);
+}
+
 static bool is_mounted(const char *path)
 {
 	return mount_dev(path, NULL, 0);
+}
+
+/* Whether the topmost mount on @path is a zramfs. */
+static bool is_zramfs_mount(const char *path)
+{
+	char type[64] = "";
+
+	return mount_info(path, NULL, 0, type, sizeof(type)) &&
+	       strcmp(type, "fuse.zramfs") == 0;
 }
 
 /*
@@ -286,6 +306,11 @@ int main(int argc, char *argv[])
 	}
 	if (stat(real_mnt, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "zramfs: mount point '%s' is not a directory\n", opt.mountpoint);
+		goto out_fd;
+	}
+	if (opt.over_self && is_zramfs_mount(real_mnt)) {
+		/* (over a mount of another filesystem is fine: that is DIR) */
+		fprintf(stderr, "zramfs: '%s' is already a zramfs mount\n", real_mnt);
 		goto out_fd;
 	}
 	if (!opt.over_self && is_mounted(real_mnt)) {

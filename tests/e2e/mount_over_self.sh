@@ -3,7 +3,8 @@
 # mount_over_self: `zramfs DIR` mounts over DIR itself.  The files already in
 # DIR must stay visible through the mount (the daemon opened DIR before
 # mounting), and what is written through the mount must be in DIR, on the
-# underlying directory, once unmounted.
+# underlying directory, once unmounted.  A second `zramfs DIR` while it is
+# mounted is refused (it stacked a second daemon on the first mount).
 . "$(dirname "$0")/lib.sh"
 zr_init
 
@@ -36,6 +37,12 @@ echo hello >"$ZR_MNT/newdir/f"
 rm "$R/sub/deeper/leaf" "$ZR_MNT/sub/deeper/leaf"
 zr_sums "$R" >"$ZR_TMP/sums.new"
 zr_same_sums "$ZR_TMP/sums.new" "$ZR_MNT" "new contents through the mount"
+if zr_real; then
+	say "a second zramfs over the same directory is refused"
+	zr_expect_err "already a zramfs mount" timeout 30 "$ZRAMFS" -f "$D"
+	[ "$(awk -v p="$D" '$5 == p' /proc/self/mountinfo | wc -l)" = 1 ] ||
+		fail "$D is mounted more than once"
+fi
 zr_umount
 
 if zr_real; then
