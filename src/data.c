@@ -1071,7 +1071,7 @@ int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino)
 
 	if (!ino->blocks)
 		return 0;
-	rc = zr_file_writeback(ino->blocks);
+	rc = zr_data_writeback_inode(fs, ino);
 	err = zr_file_take_error(ino->blocks);
 	return rc ? rc : err;
 }

@@ -84,14 +84,9 @@ static bool mount_info(const char *path, char *dev, size_t devlen,
 	return found;
 }
 
-static bool mount_dev(const char *path, char *dev, size_t devlen)
-{
-	return mount_info(path, dev, devlen, NULL, 0);
-}
-
 static bool is_mounted(const char *path)
 {
-	return mount_dev(path, NULL, 0);
+	return mount_info(path, NULL, 0, NULL, 0);
 }
 
 /* Whether the topmost mount on @path is a zramfs. */
@@ -402,7 +397,7 @@ int main(int argc, char *argv[])
 		goto out_session;
 	}
 	/* session.c sets the read-ahead of this bdi once INIT is answered */
-	if (!mount_dev(real_mnt, the_fs.bdi, sizeof(the_fs.bdi)))
+	if (!mount_info(real_mnt, the_fs.bdi, sizeof(the_fs.bdi), NULL, 0))
 		the_fs.bdi[0] = '\0';
 	if (zr_session_hook(&the_fs) != 0)
 		zr_log(ZR_LOG_WARNING, "cannot hook the session: small writes will be slow");

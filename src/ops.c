@@ -595,8 +595,10 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  * read under the lock.
  *
  * prepare_unlink(): the name (@p, @name) of @victim, in the directory
- * @pfd, is going away. Its link count now goes to *@nlink. When it is the
- * last name we know of the file, nothing will reach the file by name
+ * @pfd, is going away. *@nlink holds the file's link count as last seen;
+ * above 1 it is read again under the lock (another name may just have
+ * gone; a count of 1 cannot drop before this unlink). When it is the last
+ * name we know of the file, nothing will reach the file by name
  * afterwards:
  *  - one with other links (names never looked up) has its dirty blocks
  *    written back now, while this name still reaches it; they belong to
@@ -615,10 +617,12 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	int fd, rc;
 
 	*pinned = false;
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	*nlink = st.st_nlink;
-	if (S_ISREG(victim->type) && st.st_nlink > 1) {
+	if (S_ISREG(victim->type) && *nlink > 1) {
+		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		*nlink = st.st_nlink;
+	}
+	if (S_ISREG(victim->type) && *nlink > 1) {
 		if (!zr_alias_is_last(fs, victim, p, name))
 			return 0;
 		rc = zr_data_writeback_inode(fs, victim);
@@ -682,7 +686,7 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	nlink = 0;
+	nlink = victim ? st.st_nlink : 0;
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
@@ -721,7 +725,7 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	victim = find_child(fs, pfd, name, &st);
-	nlink = 0;
+	nlink = victim ? st.st_nlink : 0;
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
@@ -782,7 +786,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		dst = NULL;
 	}
 	rc = 0;
-	nlink = 0;
+	nlink = dst ? dst_st.st_nlink : 0;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
 		rc = prepare_unlink(fs, dst, np, nfd, newname, &nlink, &pinned);
