@@ -58,6 +58,15 @@ uint64_t zr_ram_bytes(void);
  * in bytes; UINT64_MAX when there is none or it cannot be read. */
 uint64_t zr_mem_limit(void);
 
+/**
+ * zr_mem_headroom() - memory that can still be used before the OOM killer
+ * acts: the lower of the system's MemAvailable and the cgroup limit less
+ * what the cgroup uses that reclaim cannot take back (its usage less its
+ * page cache). *@scale gets what the headroom is a share of (RAM, or the
+ * cgroup limit). @return 0, or -ENOENT when neither can be read.
+ */
+int zr_mem_headroom(uint64_t *headroom, uint64_t *scale);
+
 /** Format @bytes as "1.5G" style into @buf (size @len). @return @buf. */
 char *zr_human_size(uint64_t bytes, char *buf, size_t len);
 

@@ -124,6 +124,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("fds_open", fs->nfds);
 	P("fd_opens", zr_stat_read(&fs->fd_opens));
 	P("psi_shrinks", zr_stat_read(&fs->psi_shrinks));
+	P("lowmem_shrinks", zr_stat_read(&fs->lowmem_shrinks));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));
 	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
 	P("cpu_latency_held", zr_cpulat_held(fs) ? 1 : 0);

@@ -1362,11 +1362,48 @@ static void psi_shrink(struct zr_fs *fs)
 	zr_stat_add(&fs->psi_shrinks, 1);
 }
 
+/*
+ * Without swap, PSI stays low until the OOM killer is close: anonymous
+ * memory (the tier is some) cannot be reclaimed, so tasks hardly stall on
+ * it. The second trigger is headroom (zr_mem_headroom): when what can still
+ * be allocated falls under 1/16 of RAM, or of the cgroup's limit (at least
+ * ZR_LOWMEM_MIN), the tier gives back what is missing and half the mark
+ * again, down to ZR_PSI_FLOOR_PCT of the budget. @return whether headroom is
+ * under four times the mark: the thread then looks again sooner.
+ */
+#define ZR_LOWMEM_MIN (32ull << 20)
+
+static bool lowmem_shrink(struct zr_fs *fs)
+{
+	struct zr_stats s;
+	uint64_t headroom, scale, mark, need, target, floor;
+
+	if (zr_mem_headroom(&headroom, &scale))
+		return false;
+	mark = ZR_MAX(scale / 16, ZR_LOWMEM_MIN);
+	if (headroom >= mark)
+		return headroom < 4 * mark;
+	zr_store_get_stats(fs->store, &s);
+	floor = s.budget / 100 * ZR_PSI_FLOOR_PCT;
+	if (s.mem_used_total <= floor)
+		return true;
+	need = mark - headroom + mark / 2;
+	target = s.mem_used_total > floor + need ? s.mem_used_total - need : floor;
+	zr_log(ZR_LOG_INFO, "memory low (%llu MiB left, mark %llu MiB): shrinking the tier to %llu bytes",
+	       (unsigned long long)(headroom >> 20), (unsigned long long)(mark >> 20),
+	       (unsigned long long)target);
+	(void)zr_store_reclaim(fs->store, target, UINT64_MAX);
+	/* freed blocks leave holes in spans; give whole pages back */
+	(void)zr_store_compact(fs->store);
+	zr_stat_add(&fs->lowmem_shrinks, 1);
+	return true;
+}
+
 static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	uint64_t last_sweep = zr_now_ms();
-	bool more_fill = false;
+	bool more_fill = false, lowmem = false;
 
 	pthread_mutex_lock(&fs->wb_lock);
 	while (!fs->wb_stop) {
@@ -1376,6 +1413,8 @@ static void *wb_main(void *arg)
 
 		if (more_fill)
 			period = 20;	/* copies are still queued: go on soon */
+		else if (lowmem)
+			period = ZR_MIN(period, 100);	/* memory is short */
 
 		zr_deadline(&ts, CLOCK_REALTIME, period * 1000000ull);
 		pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
@@ -1386,6 +1425,7 @@ static void *wb_main(void *arg)
 		(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
 		more_fill = fill_drain(fs, 200);
 		psi_shrink(fs);
+		lowmem = lowmem_shrink(fs);
 		if (zr_store_above_high(fs->store)) {
 			struct zr_stats s;
 

@@ -170,6 +170,7 @@ struct zr_fs {
 	uint64_t bytes_written_backing;
 	uint64_t fd_opens;
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
+	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
 
 	/* writeback thread */

@@ -232,6 +232,24 @@ static int final_writeback(struct zr_fs *fs)
 	return rc;
 }
 
+/*
+ * The daemon holds the only copy of the dirty data, which the OOM killer
+ * would take with it; tmpfs pages are not freed by killing anyone. Make it
+ * a later choice than the programs (it still is one: the tier is bounded
+ * by its budget, and the daemon shrinks it when memory runs low). Only a
+ * privileged daemon can lower its score; for others this does nothing.
+ */
+static void lower_oom_score(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (write(fd, "-500", 4) != 4)
+		zr_log(ZR_LOG_DEBUG, "cannot lower oom_score_adj: %s", strerror(errno));
+	close(fd);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -250,6 +268,7 @@ int main(int argc, char *argv[])
 	/* a file past RLIMIT_FSIZE is EFBIG, not death by SIGXFSZ with the
 	 * dirty data (the size probe of the backing filesystem meets it too) */
 	signal(SIGXFSZ, SIG_IGN);
+	lower_oom_score();
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&retry_cond, &ca);

@@ -107,28 +107,38 @@ static uint64_t read_limit(const char *path, const char *key)
 }
 
 /*
- * zr_mem_limit() - the memory limit of this process's cgroup and its
- * parents: v1's hierarchical_memory_limit, or the smallest memory.max
- * from ours up the v2 tree. @return bytes, or UINT64_MAX when unlimited or
- * not known.
+ * The memory limit of this process's cgroup and its parents: v1's
+ * hierarchical_memory_limit, or the smallest memory.max from ours up the v2
+ * tree. The directory of the cgroup whose usage counts against it goes to
+ * @dir (v1: ours, whose counters include its children; v2: the one with the
+ * smallest limit), and *@v2 says which hierarchy. @return bytes, or
+ * UINT64_MAX when unlimited or not known (then @dir is "").
  */
-uint64_t zr_mem_limit(void)
+static uint64_t limit_cgroup(char *dir, size_t len, bool *v2)
 {
 	char cg[2048], path[4096];
 	uint64_t lim = UINT64_MAX, v;
 
+	*dir = '\0';
+	*v2 = false;
 	if (own_cgroup("memory", cg, sizeof(cg)) == 0) {
-		snprintf(path, sizeof(path), "/sys/fs/cgroup/memory%s/memory.stat",
+		snprintf(dir, len, "/sys/fs/cgroup/memory%s",
 			 strcmp(cg, "/") == 0 ? "" : cg);
+		snprintf(path, sizeof(path), "%s/memory.stat", dir);
 		lim = read_limit(path, "hierarchical_memory_limit ");
 	} else if (own_cgroup("", cg, sizeof(cg)) == 0) {
+		*v2 = true;
 		for (;;) {
 			char *slash;
 
 			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max",
 				 strcmp(cg, "/") == 0 ? "" : cg);
 			v = read_limit(path, "");
-			lim = ZR_MIN(lim, v);
+			if (v < lim) {
+				lim = v;
+				snprintf(dir, len, "/sys/fs/cgroup%s",
+					 strcmp(cg, "/") == 0 ? "" : cg);
+			}
 			slash = strrchr(cg, '/');
 			if (!slash || slash == cg)
 				break;
@@ -136,7 +146,56 @@ uint64_t zr_mem_limit(void)
 		}
 	}
 	/* v1 says "unlimited" with a page-rounded LLONG_MAX */
-	return lim >= (1ull << 62) ? UINT64_MAX : lim;
+	if (lim >= (1ull << 62)) {
+		*dir = '\0';
+		return UINT64_MAX;
+	}
+	return lim;
+}
+
+uint64_t zr_mem_limit(void)
+{
+	char dir[4096];
+	bool v2;
+
+	return limit_cgroup(dir, sizeof(dir), &v2);
+}
+
+int zr_mem_headroom(uint64_t *headroom, uint64_t *scale)
+{
+	char dir[4096], path[4200];
+	uint64_t avail, lim, v;
+	bool v2;
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+	*headroom = *scale = UINT64_MAX;
+	avail = read_limit("/proc/meminfo", "MemAvailable:");
+	if (avail != UINT64_MAX && pages > 0 && psize > 0) {
+		*headroom = avail * 1024;
+		*scale = (uint64_t)pages * (uint64_t)psize;
+	}
+	lim = limit_cgroup(dir, sizeof(dir), &v2);
+	if (lim != UINT64_MAX) {
+		/* what the cgroup uses that reclaim cannot take: its usage
+		 * less its page cache (shmem is on the anon lists) */
+		uint64_t used, act, inact;
+
+		snprintf(path, sizeof(path), "%s/%s", dir,
+			 v2 ? "memory.current" : "memory.usage_in_bytes");
+		used = read_limit(path, "");
+		snprintf(path, sizeof(path), "%s/memory.stat", dir);
+		act = read_limit(path, v2 ? "active_file " : "total_active_file ");
+		inact = read_limit(path, v2 ? "inactive_file " : "total_inactive_file ");
+		if (used != UINT64_MAX && act != UINT64_MAX && inact != UINT64_MAX) {
+			used = used > act + inact ? used - act - inact : 0;
+			v = lim > used ? lim - used : 0;
+			if (v < *headroom) {
+				*headroom = v;
+				*scale = lim;
+			}
+		}
+	}
+	return *headroom == UINT64_MAX ? -ENOENT : 0;
 }
 
 /* RAM this process may use: the machine's, or its cgroup's limit if lower

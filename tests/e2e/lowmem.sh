@@ -1,0 +1,88 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# lowmem: without swap, memory pressure (PSI) stays low until the OOM killer
+# is close, because anonymous memory -- the tier is some -- cannot be
+# reclaimed. The daemon also watches headroom (MemAvailable, or the cgroup
+# limit less what it cannot reclaim) and gives memory back when it runs out.
+# Here a daemon in a 512 MiB memory cgroup holds 280 MiB of dirty data when
+# a second process in the cgroup grows to 300 MiB: the tier must shrink
+# (write back and drop) so that both live and no byte is lost. Without the
+# headroom trigger the cgroup's OOM killer ends the daemon, the largest
+# process, and the dirty data with it.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "the daemon watches memory"
+zr_need_root "creates a memory cgroup"
+zr_need_tool python3
+CGROOT=/sys/fs/cgroup/memory
+[ -w "$CGROOT/cgroup.procs" ] ||
+	zr_skip "no writable cgroup v1 memory controller at $CGROOT"
+
+CG=$CGROOT/zr_e2e_lowmem.$$
+mkdir "$CG" || fail "cannot create $CG"
+ZR_ATEXIT+=("rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
+echo $((512 << 20)) >"$CG/memory.limit_in_bytes" || fail "cannot set the cgroup limit"
+# no swap use, so that the test means the same on a machine that has swap
+echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
+cat >"$ZR_TMP/in_cgroup" <<SH
+#!/bin/sh
+echo \$\$ >"$CG/cgroup.procs" && exec "$ZRAMFS" "\$@"
+SH
+chmod +x "$ZR_TMP/in_cgroup"
+REAL=$ZRAMFS ZRAMFS=$ZR_TMP/in_cgroup
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+head -c $((280 << 20)) /dev/urandom >"$ZR_TMP/data" || fail "cannot make the test data"
+
+# nothing leaves the tier by age, by the watermarks or as a stream
+zr_mount "size=320M,dirty_expire=1h,high_wm=100,seq_cutoff=0" "$B" "$M"
+ZRAMFS=$REAL
+adj=$(cat "/proc/$ZR_PID/oom_score_adj")
+if (echo -500 >/proc/self/oom_score_adj) 2>/dev/null; then
+	[ "$adj" = -500 ] || fail "the daemon's oom_score_adj is $adj, expected -500"
+else
+	# root without CAP_SYS_RESOURCE (as in some containers) cannot lower it
+	say "not checked: oom_score_adj cannot be lowered here (daemon's: $adj)"
+fi
+cp "$ZR_TMP/data" "$M/big" || fail "cp into the tier failed"
+sync -f "$M" 2>/dev/null	# the kernel's cache into the daemon (no fsync)
+dirty=$(zr_stat blocks_dirty)
+say "tier: $(zr_stat mem_used_total) bytes, $dirty dirty blocks; backing file $(stat -c %s "$B/big") bytes"
+[ "$(zr_stat mem_used_total)" -gt $((250 << 20)) ] ||
+	fail "the tier holds only $(zr_stat mem_used_total) bytes after writing 280 MiB"
+[ "$dirty" -gt 0 ] || fail "no dirty blocks in the tier: the test means nothing"
+
+say "a second process in the cgroup grows to 300 MiB, 4 MiB every 50 ms"
+python3 - "$CG" >"$ZR_TMP/hog.out" 2>&1 <<'PY' &
+import os, sys, time
+with open(sys.argv[1] + "/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+chunks = []
+for i in range(75):
+    chunks.append(b"\x5a" * (4 << 20))	# written, so charged
+    time.sleep(0.05)
+time.sleep(2)
+print("hog done", sum(len(c) for c in chunks) >> 20, "MiB")
+PY
+hog=$!
+ZR_ATEXIT+=("kill $hog 2>/dev/null")
+hog_rc=0
+wait $hog || hog_rc=$?
+say "hog: status $hog_rc, $(cat "$ZR_TMP/hog.out")"
+kill -0 "$ZR_PID" 2>/dev/null || {
+	cat "$ZR_LOG" >&2
+	grep -i "killed\|oom" <(dmesg 2>/dev/null | tail -5) >&2
+	fail "the daemon died (OOM?) while another process in its cgroup grew"
+}
+[ "$hog_rc" = 0 ] || fail "the other process died (status $hog_rc): $(cat "$ZR_TMP/hog.out")"
+shrinks=$(zr_stat lowmem_shrinks)
+say "lowmem_shrinks $shrinks, tier now $(zr_stat mem_used_total) bytes, OOM events $(awk '$1 == "oom_kill" { print $2 }' "$CG/memory.oom_control")"
+[ "$shrinks" -gt 0 ] || fail "the tier was never shrunk for low memory"
+[ "$(zr_stat mem_used_total)" -lt $((250 << 20)) ] ||
+	fail "the tier still holds $(zr_stat mem_used_total) bytes"
+cmp "$ZR_TMP/data" "$M/big" || fail "the file differs after the shrink"
+zr_umount
+cmp "$ZR_TMP/data" "$B/big" || fail "the backing file differs after unmount"
+rm -f "$ZR_TMP/data"
+say "ok"
