@@ -123,6 +123,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("rss_bytes", rss_bytes());
 	P("fds_open", fs->nfds);
 	P("fd_opens", zr_stat_read(&fs->fd_opens));
+	P("orphans", zr_stat_read(&fs->norphans));
 	P("psi_shrinks", zr_stat_read(&fs->psi_shrinks));
 	P("lowmem_shrinks", zr_stat_read(&fs->lowmem_shrinks));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));

@@ -174,12 +174,16 @@ static int attach_cached(struct zr_fs *fs, struct zr_inode *ino)
 
 /**
  * zr_data_fix_stat() - merge what only the daemon knows into a backing stat:
- * the cached size and mtime of a file with data not yet written back.
+ * the cached size and mtime of a file with data not yet written back, the
+ * link count of an orphaned one.
  */
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	uint64_t size, blocks;
 
+	/* the name in the orphan directory is not one of the file's links */
+	if (__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED) && st->st_nlink > 0)
+		st->st_nlink--;
 	if (!S_ISREG(ino->type) || !ino->size_valid)
 		return;
 	size = load_size(ino);

@@ -103,7 +103,9 @@ struct zr_inode {
 					 * moved to zr_fs.dead (its st_ino may be reused) */
 
 	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
-	bool unlinked;			/* ns_lock: no name left */
+	bool unlinked;			/* ns_lock: no name left (but the orphan's) */
+	bool orphaned;			/* ns_lock, relaxed atomic reads: its last name
+					 * went while open; its one name is in fs->orphans */
 
 	int fd;				/* fd_lock: cached fd, -1 if none */
 	int fd_flags;			/* fd_lock: O_RDWR/O_RDONLY of fd */
@@ -148,6 +150,20 @@ struct zr_fs {
 	uint32_t bs;			/* block size */
 	int root_fd;			/* O_RDONLY|O_DIRECTORY of the backing root */
 	struct zr_inode root;
+
+	/*
+	 * A regular file whose last name goes while it is open gets a name in
+	 * the orphan directory, .zramfs/unlinked of the backing root (hidden
+	 * by the control directory), instead of a pinned fd: the fds stay a
+	 * bounded cache however many such files there are. orphans is that
+	 * directory's inode, like root never in the table; its fd is -1 until
+	 * the first orphan needs it (made under orphan_lock, then immutable).
+	 */
+	struct zr_inode orphans;
+	pthread_mutex_t orphan_lock;
+	bool no_orphans;		/* orphan_lock: it cannot be made; pin fds */
+	uint64_t orphan_seq;		/* atomic: names given */
+	uint64_t norphans;		/* atomic: files there now */
 
 	pthread_mutex_t itable_lock;
 	struct zr_inode *inodes;	/* itable_lock: hash by key */
@@ -249,6 +265,11 @@ int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **pare
 		  char name[NAME_MAX + 1]);
 void zr_fs_sweep(struct zr_fs *fs);
 void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
+int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
+		   char oname[NAME_MAX + 1]);
+void zr_orphan_unlink(struct zr_fs *fs, const char *oname);
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
+bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

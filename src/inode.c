@@ -21,6 +21,7 @@
 #include "config.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -71,6 +72,195 @@ static uint64_t probe_max_file_size(int dirfd)
 	return lo;
 }
 
+/* ---- the orphan directory (see zr_fs.orphans) ---- */
+
+static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
+			    struct zr_inode *parent, const char *name);
+
+#define ZR_ORPHAN_DIR "unlinked"	/* in ZR_CTL_DIRNAME of the backing root */
+
+/* Remove the orphans ("zr-*") in @dfd that a daemon which ended before
+ * their last close left behind, or that this one leaves at unmount. */
+static void orphans_clean(int dfd)
+{
+	bool removed = true;
+
+	/* removing while reading may skip names: go again while it removes */
+	for (int pass = 0; removed && pass < 8; pass++) {
+		int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+
+		if (!d) {
+			if (fd >= 0)
+				close(fd);
+			return;
+		}
+		removed = false;
+		while ((de = readdir(d)))
+			if (strncmp(de->d_name, "zr-", 3) == 0 &&
+			    unlinkat(dfd, de->d_name, 0) == 0)
+				removed = true;
+		closedir(d);
+	}
+}
+
+/*
+ * Open the orphan directory into fs->orphans.fd, emptied of what an earlier
+ * daemon left; with @create, make it first. Caller holds orphan_lock, or is
+ * zr_fs_init(). @return 0 or -errno (a read-only mount, a backing
+ * filesystem that refuses, .zramfs not a directory of ours).
+ */
+static int orphans_open(struct zr_fs *fs, bool create)
+{
+	struct stat st;
+	int zfd, dfd, rc;
+
+	if (fs->opt->read_only)
+		return -EROFS;
+	if (create && mkdirat(fs->root_fd, ZR_CTL_DIRNAME, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	zfd = openat(fs->root_fd, ZR_CTL_DIRNAME,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (zfd < 0)
+		return -errno;
+	if (create && mkdirat(zfd, ZR_ORPHAN_DIR, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		close(zfd);
+		return rc;
+	}
+	dfd = openat(zfd, ZR_ORPHAN_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = -errno;
+	close(zfd);
+	if (dfd < 0)
+		return rc;
+	/* a link cannot cross filesystems */
+	if (fstat(dfd, &st) < 0 || st.st_dev != fs->backing_dev) {
+		close(dfd);
+		return -EXDEV;
+	}
+	orphans_clean(dfd);
+	fs->orphans.key.dev = st.st_dev;
+	fs->orphans.key.ino = st.st_ino;
+	pthread_mutex_lock(&fs->fd_lock);
+	fs->orphans.fd = dfd;
+	pthread_mutex_unlock(&fs->fd_lock);
+	return 0;
+}
+
+/* At unmount: empty the orphan directory and remove it (and .zramfs) when
+ * nothing else is there, so that the backing tree is left as it was. */
+static void orphans_close(struct zr_fs *fs)
+{
+	int zfd;
+
+	if (fs->orphans.fd < 0)
+		return;
+	orphans_clean(fs->orphans.fd);
+	close(fs->orphans.fd);
+	fs->orphans.fd = -1;
+	zfd = openat(fs->root_fd, ZR_CTL_DIRNAME,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (zfd < 0)
+		return;
+	if (unlinkat(zfd, ZR_ORPHAN_DIR, AT_REMOVEDIR) == 0)
+		(void)unlinkat(fs->root_fd, ZR_CTL_DIRNAME, AT_REMOVEDIR);
+	close(zfd);
+}
+
+/**
+ * zr_orphan_link() - give @ino, a regular file whose name (@pfd, @name) is
+ * about to go while it is open, a second name in the orphan directory,
+ * made on first use. The name goes to @oname. @return 0, or -errno (the
+ * directory cannot be made, the backing filesystem has no hard links): the
+ * caller then pins the file's fd instead.
+ */
+int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
+		   char oname[NAME_MAX + 1])
+{
+	int rc = 0;
+
+	*oname = '\0';
+	pthread_mutex_lock(&fs->orphan_lock);
+	if (fs->orphans.fd < 0 && !fs->no_orphans) {
+		rc = orphans_open(fs, true);
+		if (rc) {
+			fs->no_orphans = true;
+			zr_log(ZR_LOG_INFO, "no orphan directory %s/%s in the backing directory (%s): an unlinked file that is open holds an fd",
+			       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, strerror(-rc));
+		}
+	}
+	if (fs->orphans.fd < 0)
+		rc = -ENOENT;
+	pthread_mutex_unlock(&fs->orphan_lock);
+	if (rc)
+		return rc;
+	snprintf(oname, NAME_MAX + 1, "zr-%llu-%llu", (unsigned long long)ino->key.ino,
+		 (unsigned long long)__atomic_add_fetch(&fs->orphan_seq, 1, __ATOMIC_RELAXED));
+	if (linkat(pfd, name, fs->orphans.fd, oname, 0) < 0) {
+		rc = -errno;
+		*oname = '\0';
+	}
+	return rc;
+}
+
+/** zr_orphan_unlink() - undo zr_orphan_link(): the name did not go after all. */
+void zr_orphan_unlink(struct zr_fs *fs, const char *oname)
+{
+	if (unlinkat(fs->orphans.fd, oname, 0) < 0)
+		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
+		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, oname, strerror(errno));
+}
+
+/**
+ * zr_orphan_attach() - the user's last name of @ino went; its name in the
+ * orphan directory (from zr_orphan_link()) is now the one it is reached
+ * by. It still counts as unlinked (no writeback by age; zero links in its
+ * attributes) unless a link to it was made meanwhile. Caller holds
+ * ino->lock for writing.
+ */
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
+{
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	if (alias_add_locked(fs, ino, &fs->orphans, oname) == 0) {
+		ino->orphaned = true;
+		__atomic_add_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
+	}
+	/* a link made while the last name went is a name like any other */
+	ino->unlinked = !ino->aliases || (ino->aliases->parent == &fs->orphans &&
+					  !ino->aliases->next);
+	pthread_rwlock_unlock(&fs->ns_lock);
+}
+
+/**
+ * zr_orphan_remove() - the last close of an orphaned @ino: remove its name
+ * in the orphan directory (when unlinkat fails, it is forgotten all the
+ * same and logged: the next mount removes it). Caller holds ino->lock for
+ * writing. @return whether the file has other names (a link made while its
+ * last name went): then its data stays, to be written back.
+ */
+bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
+{
+	char name[NAME_MAX + 1] = "";
+	struct zr_alias *a;
+	bool none;
+
+	pthread_rwlock_rdlock(&fs->ns_lock);
+	for (a = ino->aliases; a; a = a->next)
+		if (a->parent == &fs->orphans)
+			snprintf(name, sizeof(name), "%s", a->name);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	if (!*name)
+		return true;	/* cannot be (orphaned goes with the name): keep the data */
+	zr_orphan_unlink(fs, name);
+	none = zr_alias_remove(fs, ino, &fs->orphans, name);
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	ino->orphaned = false;
+	pthread_rwlock_unlock(&fs->ns_lock);
+	__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
+	return !none;
+}
+
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
 	struct stat st;
@@ -102,6 +292,14 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	fs->root.fd_flags = O_RDONLY;
 	fs->root.pins = 1;
 	pthread_rwlock_init(&fs->root.lock, NULL);
+	fs->orphans.type = S_IFDIR;
+	fs->orphans.refs = 1;
+	fs->orphans.fd = -1;
+	fs->orphans.fd_flags = O_RDONLY;
+	fs->orphans.pins = 1;
+	pthread_rwlock_init(&fs->orphans.lock, NULL);
+	pthread_mutex_init(&fs->orphan_lock, NULL);
+	orphans_open(fs, false);
 	fs->dirty_expire_ms = opt->dirty_expire_ms;
 	fs->timeout_s = 86400;
 	return 0;
@@ -139,6 +337,7 @@ void zr_fs_destroy(struct zr_fs *fs)
 		HASH_DEL(fs->dead, ino);
 		inode_free(fs, ino);
 	}
+	orphans_close(fs);
 }
 
 struct zr_inode *zr_inode_from_ino(struct zr_fs *fs, fuse_ino_t ino)

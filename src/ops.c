@@ -603,20 +603,25 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *  - one with other links (names never looked up) has its dirty blocks
  *    written back now, while this name still reaches it; they belong to
  *    those names (a writeback error stays for the file's fsync/close);
- *  - an open one has its fd pinned (*@pinned: by this call), so that it
- *    stays readable and writable until the last close (zr_op_release());
+ *  - an open one gets a second name in the orphan directory (@oname;
+ *    zr_orphan_link()), by which it stays readable and writable until the
+ *    last close (zr_op_release()) without holding an fd; where that cannot
+ *    be (other links, no orphan directory, no hard links) its fd is pinned
+ *    (*@pinned: by this call);
  *  - an open directory keeps its fd pinned until its last RELEASEDIR, so
  *    that fstat and readdir through the handle still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
  * (out of fds, or the backing filesystem refuses the writeback).
  */
 static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
-			  int pfd, const char *name, nlink_t *nlink, bool *pinned)
+			  int pfd, const char *name, nlink_t *nlink, bool *pinned,
+			  char oname[NAME_MAX + 1])
 {
 	struct stat st;
 	int fd, rc;
 
 	*pinned = false;
+	*oname = '\0';
 	if (S_ISREG(victim->type) && *nlink > 1) {
 		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
@@ -633,6 +638,9 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 		return 0;
 	if (victim->open_count == 0 || victim->fd_pinned)
 		return 0;
+	if (S_ISREG(victim->type) && *nlink <= 1 &&
+	    zr_orphan_link(fs, victim, pfd, name, oname) == 0)
+		return 0;
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
 		return fd;
@@ -643,9 +651,13 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	return 0;
 }
 
-/* The backing call failed: drop the pin prepare_unlink() took for it. */
-static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned)
+/* The backing call failed: drop the pin or the orphan's name that
+ * prepare_unlink() took for it. */
+static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
+		     const char *oname)
 {
+	if (*oname)
+		zr_orphan_unlink(fs, oname);
 	if (!pinned)
 		return;
 	victim->fd_pinned = false;
@@ -653,17 +665,21 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned)
 }
 
 /* After the backing unlink of (@p, @name), @victim's link count having
- * been @nlink: forget the name; drop the data of a file whose last link
- * went and that nobody has open. Caller holds victim->lock (see above). */
+ * been @nlink: forget the name; an open file reached by its orphan's name
+ * @oname from now on; drop the data of a file whose last link went and that
+ * nobody has open. Caller holds victim->lock (see above). */
 static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
-			  struct zr_inode *p, const char *name, nlink_t nlink)
+			  struct zr_inode *p, const char *name, nlink_t nlink,
+			  const char *oname)
 {
 	bool none = zr_alias_remove(fs, victim, p, name);
 	bool last = none && (nlink <= 1 || S_ISDIR(victim->type));
 
 	if (last)
 		zr_inode_unhash(fs, victim);
-	if (last && S_ISREG(victim->type) && victim->open_count == 0)
+	if (*oname)
+		zr_orphan_attach(fs, victim, oname);
+	else if (last && S_ISREG(victim->type) && victim->open_count == 0)
 		zr_data_drop_inode(fs, victim);
 }
 
@@ -672,6 +688,7 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
 	bool pinned = false;
+	char oname[NAME_MAX + 1] = "";
 	struct stat st;
 	nlink_t nlink;
 	int pfd, rc;
@@ -690,15 +707,15 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
-		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned);
+		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
-			finish_unlink(fs, victim, p, name, nlink);
+			finish_unlink(fs, victim, p, name, nlink, oname);
 		else
-			undo_pin(fs, victim, pinned);
+			undo_pin(fs, victim, pinned, oname);
 		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
@@ -711,6 +728,7 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
 	bool pinned = false;
+	char oname[NAME_MAX + 1] = "";
 	struct stat st;
 	nlink_t nlink;
 	int pfd, rc;
@@ -729,15 +747,15 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
-		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned);
+		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
-			finish_unlink(fs, victim, p, name, nlink);
+			finish_unlink(fs, victim, p, name, nlink, oname);
 		else
-			undo_pin(fs, victim, pinned);	/* not empty, say */
+			undo_pin(fs, victim, pinned, oname);	/* not empty, say */
 		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
@@ -754,6 +772,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *src = NULL, *dst = NULL;
 	struct stat sst, dst_st;
 	bool pinned = false;
+	char oname[NAME_MAX + 1] = "";
 	nlink_t nlink;
 	int ofd, nfd, rc;
 
@@ -789,7 +808,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	nlink = dst ? dst_st.st_nlink : 0;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
-		rc = prepare_unlink(fs, dst, np, nfd, newname, &nlink, &pinned);
+		rc = prepare_unlink(fs, dst, np, nfd, newname, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
@@ -797,11 +816,11 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (dst && (flags & RENAME_EXCHANGE))
 			zr_alias_rename(fs, dst, np, newname, op, name);
 		else if (dst)
-			finish_unlink(fs, dst, np, newname, nlink);
+			finish_unlink(fs, dst, np, newname, nlink, oname);
 		if (src)
 			zr_alias_rename(fs, src, op, name, np, newname);
 	} else if (dst && !(flags & RENAME_EXCHANGE)) {
-		undo_pin(fs, dst, pinned);
+		undo_pin(fs, dst, pinned, oname);
 	}
 	if (dst && !(flags & RENAME_EXCHANGE))
 		pthread_rwlock_unlock(&dst->lock);
@@ -1024,6 +1043,10 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	last = --in->open_count == 0 && in->fd_pinned;
 	if (last)
 		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
+	/* the last close of a file whose last name went: its name in the
+	 * orphan directory goes, and its data unless it was linked again */
+	if (in->open_count == 0 && in->orphaned && !zr_orphan_remove(fs, in))
+		zr_data_drop_inode(fs, in);
 	pthread_rwlock_unlock(&in->lock);
 	if (last)
 		release_pinned(fs, in);
