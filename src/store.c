@@ -150,15 +150,20 @@ static inline bool slot_has(const struct zr_slot *s, unsigned flag)
 	return (slot_flags(s) & flag) != 0;
 }
 
-static void update_max(struct zr_store *st)
+/* Raise the high-water mark of mem_used_total to @cur. */
+static void raise_max(struct zr_store *st, uint64_t cur)
 {
-	uint64_t cur = zr_store_mem_used(st);
 	uint64_t old = zr_stat_read(&st->s.mem_used_max);
 
 	while (cur > old &&
 	       !__atomic_compare_exchange_n(&st->s.mem_used_max, &old, cur, false,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+}
+
+static void update_max(struct zr_store *st)
+{
+	raise_max(st, zr_store_mem_used(st));
 }
 
 /*
@@ -658,8 +663,12 @@ void zr_store_get_stats(struct zr_store *st, struct zr_stats *out)
 	zr_zpool_get_stats(st->pool, &ps);
 	out->meta_bytes = zr_stat_read(&st->meta) + ps.meta_bytes;
 	out->mem_used_total = ps.mem_used + zr_stat_read(&st->meta);
-	if (out->mem_used_max < out->mem_used_total)
+	/* the pool's spans and metadata also grow on paths that do not call
+	 * update_max(): a total once reported is never above a later max */
+	if (out->mem_used_max < out->mem_used_total) {
+		raise_max(st, out->mem_used_total);
 		out->mem_used_max = out->mem_used_total;
+	}
 }
 
 bool zr_store_above_high(struct zr_store *st)

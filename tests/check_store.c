@@ -692,6 +692,43 @@ START_TEST(test_stats)
 }
 END_TEST
 
+/* mem_used_max is a high-water mark: never below a total reported before.
+ * Recompression stores the strong copy before it frees the fast one, and
+ * a new pool span for it can take the total above the last write's. */
+START_TEST(test_max_monotonic)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s0, s1, peak = { 0 };
+	struct zr_file *f;
+	unsigned i;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 64; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	zr_store_get_stats(st, &s0);
+	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);	/* marks */
+	/* recompress one block at a time, sampling the total after each */
+	while (zr_store_recompress_idle(st, 1, 0) > 0) {
+		zr_store_get_stats(st, &s1);
+		if (s1.mem_used_total > peak.mem_used_total)
+			peak = s1;
+	}
+	ck_assert_uint_gt(peak.mem_used_total, 0);
+	zr_file_drop(f, 0, UINT64_MAX);
+	zr_store_get_stats(st, &s1);
+	ck_assert_uint_lt(s1.mem_used_total, s0.mem_used_total);
+	ck_assert_uint_ge(s1.mem_used_max, s0.mem_used_total);
+	ck_assert_uint_ge(s1.mem_used_max, peak.mem_used_total);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /* The pool refuses memory: -ENOMEM, and the old block is still there. */
 START_TEST(test_enomem)
 {
@@ -828,6 +865,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_sparse);
 	tcase_add_test(tc, test_drop);
 	tcase_add_test(tc, test_stats);
+	tcase_add_test(tc, test_max_monotonic);
 	tcase_add_test(tc, test_enomem);
 	tcase_add_test(tc, test_corrupt);
 	suite_add_tcase(s, tc);
