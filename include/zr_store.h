@@ -57,6 +57,14 @@ struct zr_store_ops {
 	 */
 	int (*writeback)(void *ctx, void *owner, uint64_t index,
 			 unsigned nblocks, const void *buf);
+	/*
+	 * Optional: whether the dirty blocks of @owner's file are written
+	 * back once older than expire_ms (zr_store_writeback_expired). A file
+	 * whose data may never be needed on disk (deleted, still open) says
+	 * no; reclaim and the other writebacks still take it. Called with no
+	 * store lock held.
+	 */
+	bool (*may_expire)(void *ctx, void *owner);
 };
 
 /* Counters; every field is read with relaxed atomics, no lock. */

@@ -60,10 +60,11 @@ uint64_t zr_mem_limit(void);
 
 /**
  * zr_mem_headroom() - memory that can still be used before the OOM killer
- * acts: the lower of the system's MemAvailable and the cgroup limit less
- * what the cgroup uses that reclaim cannot take back (its usage less its
- * page cache). *@scale gets what the headroom is a share of (RAM, or the
- * cgroup limit). @return 0, or -ENOENT when neither can be read.
+ * acts: the lowest of the system's MemAvailable and, for each limited
+ * memory cgroup from this process's up, its limit less what it uses that
+ * reclaim cannot take back (its usage less its page cache). *@scale gets
+ * what that headroom is a share of (RAM, or that cgroup's limit).
+ * @return 0, or -ENOENT when none of it can be read.
  */
 int zr_mem_headroom(uint64_t *headroom, uint64_t *scale);
 

@@ -172,6 +172,21 @@ static int attach_cached(struct zr_fs *fs, struct zr_inode *ino)
 	return rc;
 }
 
+/*
+ * The store's may_expire callback: a file reached only by its orphan's
+ * name (deleted while open) is not written back by age; its data goes at
+ * the last close, and reclaim still writes it when the tier needs room.
+ * (Relaxed reads: a stale answer costs one writeback, or one period.)
+ */
+bool zr_data_may_expire_cb(void *ctx, void *owner)
+{
+	struct zr_inode *ino = owner;
+
+	(void)ctx;
+	return !(__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED) &&
+		 __atomic_load_n(&ino->unlinked, __ATOMIC_RELAXED));
+}
+
 /**
  * zr_data_fix_stat() - merge what only the daemon knows into a backing stat:
  * the cached size and mtime of a file with data not yet written back, the
@@ -1369,36 +1384,57 @@ static void psi_shrink(struct zr_fs *fs)
 /*
  * Without swap, PSI stays low until the OOM killer is close: anonymous
  * memory (the tier is some) cannot be reclaimed, so tasks hardly stall on
- * it. The second trigger is headroom (zr_mem_headroom): when what can still
- * be allocated falls under 1/16 of RAM, or of the cgroup's limit (at least
- * ZR_LOWMEM_MIN), the tier gives back what is missing and half the mark
- * again, down to ZR_PSI_FLOOR_PCT of the budget. @return whether headroom is
- * under four times the mark: the thread then looks again sooner.
+ * it. The second trigger is headroom (zr_mem_headroom): the mark is 1/16
+ * of RAM, or of the limit of the memory cgroup with the least headroom,
+ * between ZR_LOWMEM_MIN and ZR_LOWMEM_MAX. Under two marks the tier gives
+ * back what brings headroom to three marks, down to ZR_PSI_FLOOR_PCT of
+ * the budget, and the backing filesystem is synced: what the shrink wrote
+ * back is dirty page cache until then, and a memory cgroup full of it
+ * meets the OOM killer before reclaim cleans it. On a backing filesystem
+ * in RAM (tmpfs, ramfs) a writeback would turn compressed bytes into
+ * uncompressed ones that cannot be reclaimed either: there only clean
+ * blocks go. @return whether headroom is under four marks: the thread then
+ * looks again sooner.
  */
 #define ZR_LOWMEM_MIN (32ull << 20)
+#define ZR_LOWMEM_MAX (1ull << 30)
 
 static bool lowmem_shrink(struct zr_fs *fs)
 {
+	static uint64_t last_log_ms;
 	struct zr_stats s;
-	uint64_t headroom, scale, mark, need, target, floor;
+	uint64_t headroom, scale, mark, need, target, floor, now;
+	int64_t n;
 
 	if (zr_mem_headroom(&headroom, &scale))
 		return false;
-	mark = ZR_MAX(scale / 16, ZR_LOWMEM_MIN);
-	if (headroom >= mark)
+	mark = ZR_MIN(ZR_MAX(scale / 16, ZR_LOWMEM_MIN), ZR_LOWMEM_MAX);
+	if (headroom >= 2 * mark)
 		return headroom < 4 * mark;
 	zr_store_get_stats(fs->store, &s);
 	floor = s.budget / 100 * ZR_PSI_FLOOR_PCT;
 	if (s.mem_used_total <= floor)
 		return true;
-	need = mark - headroom + mark / 2;
+	need = 3 * mark - headroom;
 	target = s.mem_used_total > floor + need ? s.mem_used_total - need : floor;
-	zr_log(ZR_LOG_INFO, "memory low (%llu MiB left, mark %llu MiB): shrinking the tier to %llu bytes",
+	now = zr_now_ms();
+	/* (last_log_ms: the writeback thread's own) */
+	zr_log(now - last_log_ms >= 10000 ? ZR_LOG_INFO : ZR_LOG_DEBUG,
+	       "memory low (%llu MiB left, mark %llu MiB): shrinking the tier to %llu bytes%s",
 	       (unsigned long long)(headroom >> 20), (unsigned long long)(mark >> 20),
-	       (unsigned long long)target);
-	(void)zr_store_reclaim(fs->store, target, UINT64_MAX);
+	       (unsigned long long)target, fs->backing_in_ram ? " (clean blocks only: the backing directory is in RAM)" : "");
+	if (now - last_log_ms >= 10000)
+		last_log_ms = now;
+	if (fs->backing_in_ram) {
+		n = (int64_t)zr_store_drop_clean(fs->store);
+	} else {
+		n = zr_store_reclaim(fs->store, target, UINT64_MAX);
+		if (n > 0)
+			(void)syncfs(fs->root_fd);
+	}
 	/* freed blocks leave holes in spans; give whole pages back */
-	(void)zr_store_compact(fs->store);
+	if (n > 0)
+		(void)zr_store_compact(fs->store);
 	zr_stat_add(&fs->lowmem_shrinks, 1);
 	return true;
 }

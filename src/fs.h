@@ -104,8 +104,9 @@ struct zr_inode {
 
 	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
 	bool unlinked;			/* ns_lock: no name left (but the orphan's) */
-	bool orphaned;			/* ns_lock, relaxed atomic reads: its last name
-					 * went while open; its one name is in fs->orphans */
+	bool orphaned;			/* ns_lock (relaxed atomic stores and loads): its
+					 * last name went while open; its one name is in
+					 * fs->orphans */
 
 	int fd;				/* fd_lock: cached fd, -1 if none */
 	int fd_flags;			/* fd_lock: O_RDWR/O_RDONLY of fd */
@@ -156,12 +157,14 @@ struct zr_fs {
 	 * the orphan directory, .zramfs/unlinked of the backing root (hidden
 	 * by the control directory), instead of a pinned fd: the fds stay a
 	 * bounded cache however many such files there are. orphans is that
-	 * directory's inode, like root never in the table; its fd is -1 until
-	 * the first orphan needs it (made under orphan_lock, then immutable).
+	 * directory's inode, like root never in the table and never freed;
+	 * its fd is -1 until the directory is found at mount or made for the
+	 * first orphan (under orphan_lock and fd_lock), then immutable.
 	 */
 	struct zr_inode orphans;
 	pthread_mutex_t orphan_lock;
-	bool no_orphans;		/* orphan_lock: it cannot be made; pin fds */
+	bool no_orphans;		/* orphan_lock: it cannot be made here (EROFS,
+					 * not a directory...); pin fds */
 	uint64_t orphan_seq;		/* atomic: names given */
 	uint64_t norphans;		/* atomic: files there now */
 
@@ -198,6 +201,7 @@ struct zr_fs {
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
 	uint64_t max_file_size;		/* immutable: largest file on backing_dev (probed at mount; UINT64_MAX: not known) */
+	bool backing_in_ram;		/* immutable: the backing filesystem is tmpfs or ramfs */
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier
@@ -267,9 +271,10 @@ void zr_fs_sweep(struct zr_fs *fs);
 void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
 int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
 		   char oname[NAME_MAX + 1]);
-void zr_orphan_unlink(struct zr_fs *fs, const char *oname);
-void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
+void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino);
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
+void zr_fs_drop_orphans(struct zr_fs *fs);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
@@ -277,6 +282,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created);
 int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
+bool zr_data_may_expire_cb(void *ctx, void *owner);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);
 int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
 int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);

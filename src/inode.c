@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -135,9 +137,10 @@ static int orphans_open(struct zr_fs *fs, bool create)
 	if (dfd < 0)
 		return rc;
 	/* a link cannot cross filesystems */
-	if (fstat(dfd, &st) < 0 || st.st_dev != fs->backing_dev) {
+	rc = fstat(dfd, &st) < 0 ? -errno : st.st_dev != fs->backing_dev ? -EXDEV : 0;
+	if (rc) {
 		close(dfd);
-		return -EXDEV;
+		return rc;
 	}
 	orphans_clean(dfd);
 	fs->orphans.key.dev = st.st_dev;
@@ -184,13 +187,15 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	pthread_mutex_lock(&fs->orphan_lock);
 	if (fs->orphans.fd < 0 && !fs->no_orphans) {
 		rc = orphans_open(fs, true);
-		if (rc) {
+		/* out of space, fds or memory may pass; the others stay */
+		if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -EMFILE &&
+		    rc != -ENFILE && rc != -ENOMEM) {
 			fs->no_orphans = true;
 			zr_log(ZR_LOG_INFO, "no orphan directory %s/%s in the backing directory (%s): an unlinked file that is open holds an fd",
 			       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, strerror(-rc));
 		}
 	}
-	if (fs->orphans.fd < 0)
+	if (fs->orphans.fd < 0 && !rc)
 		rc = -ENOENT;
 	pthread_mutex_unlock(&fs->orphan_lock);
 	if (rc)
@@ -200,36 +205,43 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	if (linkat(pfd, name, fs->orphans.fd, oname, 0) < 0) {
 		rc = -errno;
 		*oname = '\0';
+		return rc;
+	}
+	/* the name is known before the user's goes: nothing to fail after */
+	rc = zr_alias_add(fs, ino, &fs->orphans, oname);
+	if (rc) {
+		zr_orphan_unlink(fs, ino, oname);
+		*oname = '\0';
 	}
 	return rc;
 }
 
-/** zr_orphan_unlink() - undo zr_orphan_link(): the name did not go after all. */
-void zr_orphan_unlink(struct zr_fs *fs, const char *oname)
+/** zr_orphan_unlink() - undo zr_orphan_link(): the user's name did not go
+ * after all. The orphan's name goes from the backing directory and from
+ * @ino's names (when unlinkat fails it is logged; the next mount removes it). */
+void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
 {
 	if (unlinkat(fs->orphans.fd, oname, 0) < 0)
 		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
 		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, oname, strerror(errno));
+	zr_alias_remove(fs, ino, &fs->orphans, oname);
 }
 
 /**
  * zr_orphan_attach() - the user's last name of @ino went; its name in the
  * orphan directory (from zr_orphan_link()) is now the one it is reached
- * by. It still counts as unlinked (no writeback by age; zero links in its
- * attributes) unless a link to it was made meanwhile. Caller holds
+ * by, and does not count as a link (zr_data_fix_stat()). The file counts
+ * as unlinked unless a link to it was made meanwhile. Caller holds
  * ino->lock for writing.
  */
-void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino)
 {
 	pthread_rwlock_wrlock(&fs->ns_lock);
-	if (alias_add_locked(fs, ino, &fs->orphans, oname) == 0) {
-		ino->orphaned = true;
-		__atomic_add_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
-	}
-	/* a link made while the last name went is a name like any other */
+	__atomic_store_n(&ino->orphaned, true, __ATOMIC_RELAXED);
 	ino->unlinked = !ino->aliases || (ino->aliases->parent == &fs->orphans &&
 					  !ino->aliases->next);
 	pthread_rwlock_unlock(&fs->ns_lock);
+	__atomic_add_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
 }
 
 /**
@@ -252,17 +264,75 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
-	zr_orphan_unlink(fs, name);
+	if (unlinkat(fs->orphans.fd, name, 0) < 0)
+		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
+		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, name, strerror(errno));
 	none = zr_alias_remove(fs, ino, &fs->orphans, name);
 	pthread_rwlock_wrlock(&fs->ns_lock);
-	ino->orphaned = false;
+	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&fs->ns_lock);
 	__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
+	if (none)
+		zr_inode_unhash(fs, ino);	/* gone from the backing tree */
 	return !none;
+}
+
+/* Whether orphaned @ino has no link but its orphan's name (caller holds no
+ * lock; for zr_fs_drop_orphans(), when no request runs). */
+static bool orphan_only(struct zr_fs *fs, struct zr_inode *ino)
+{
+	const struct zr_alias *a = ino->aliases;
+	struct stat st;
+
+	if (!ino->orphaned || !a || a->next || a->parent != &fs->orphans)
+		return false;
+	return fstatat(fs->orphans.fd, a->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       st.st_nlink == 1;
+}
+
+/**
+ * zr_fs_drop_orphans() - the session is over (no request runs any more):
+ * files still orphaned were open when the connection ended. Nobody can
+ * reach them again, so their dirty blocks are dropped rather than written
+ * into names that the unmount removes (and kept waiting for room on a full
+ * disk). A file linked elsewhere meanwhile keeps them.
+ */
+void zr_fs_drop_orphans(struct zr_fs *fs)
+{
+	struct zr_inode *ino, *tmp, **v;
+	size_t n = 0, cap;
+
+	if (__atomic_load_n(&fs->norphans, __ATOMIC_RELAXED) == 0)
+		return;
+	pthread_mutex_lock(&fs->itable_lock);
+	cap = HASH_COUNT(fs->inodes) + HASH_COUNT(fs->dead);
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	if (v) {
+		HASH_ITER(hh, fs->inodes, ino, tmp)
+			if (ino->orphaned && n < cap) {
+				ino->refs++;
+				v[n++] = ino;
+			}
+		HASH_ITER(hh, fs->dead, ino, tmp)
+			if (ino->orphaned && n < cap) {
+				ino->refs++;
+				v[n++] = ino;
+			}
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	for (size_t i = 0; i < n; i++) {
+		pthread_rwlock_wrlock(&v[i]->lock);
+		if (orphan_only(fs, v[i]))
+			zr_data_drop_inode(fs, v[i]);
+		pthread_rwlock_unlock(&v[i]->lock);
+		zr_inode_unref(fs, v[i]);
+	}
+	free(v);
 }
 
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
+	struct statfs sfs;
 	struct stat st;
 
 	memset(fs, 0, sizeof(*fs));
@@ -275,6 +345,8 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	if (fgetxattr(root_fd, ZR_XATTR_CAPS, NULL, 0) < 0 && errno == ENOTSUP)
 		fs->xattr_enotsup = true;
 	fs->max_file_size = probe_max_file_size(root_fd);
+	if (fstatfs(root_fd, &sfs) == 0)
+		fs->backing_in_ram = sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
@@ -400,7 +472,7 @@ static bool inode_keep(struct zr_inode *ino)
  */
 void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
 {
-	if (ino == &fs->root)
+	if (ino == &fs->root || ino == &fs->orphans)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	if (!ino->unhashed) {
@@ -415,7 +487,7 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
 {
 	bool do_free = false;
 
-	if (ino == &fs->root)
+	if (ino == &fs->root || ino == &fs->orphans)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	assert(ino->refs > 0);

@@ -236,17 +236,31 @@ static int final_writeback(struct zr_fs *fs)
  * The daemon holds the only copy of the dirty data, which the OOM killer
  * would take with it; tmpfs pages are not freed by killing anyone. Make it
  * a later choice than the programs (it still is one: the tier is bounded
- * by its budget, and the daemon shrinks it when memory runs low). Only a
- * privileged daemon can lower its score; for others this does nothing.
+ * by its budget, and the daemon shrinks it when memory runs low): its
+ * oom_score_adj goes to ZR_OOM_SCORE_ADJ, unless it is lower already (a
+ * service manager may have set it). Lowering it needs CAP_SYS_RESOURCE;
+ * without, it stays as it is.
  */
+#define ZR_OOM_SCORE_ADJ (-500)
+
 static void lower_oom_score(void)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+	char buf[16];
+	ssize_t n;
 
 	if (fd < 0)
 		return;
-	if (write(fd, "-500", 4) != 4)
-		zr_log(ZR_LOG_DEBUG, "cannot lower oom_score_adj: %s", strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		if (atoi(buf) > ZR_OOM_SCORE_ADJ) {
+			n = snprintf(buf, sizeof(buf), "%d", ZR_OOM_SCORE_ADJ);
+			if (pwrite(fd, buf, (size_t)n, 0) != n)
+				zr_log(ZR_LOG_DEBUG, "cannot lower oom_score_adj: %s",
+				       strerror(errno));
+		}
+	}
 	close(fd);
 }
 
@@ -255,7 +269,10 @@ int main(int argc, char *argv[])
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct zr_options opt;
 	struct fuse_loop_config *loop_cfg = NULL;
-	struct zr_store_ops store_ops = { .writeback = zr_data_writeback_cb };
+	struct zr_store_ops store_ops = {
+		.writeback = zr_data_writeback_cb,
+		.may_expire = zr_data_may_expire_cb,
+	};
 	char err[512], real_mnt[PATH_MAX];
 	struct statvfs sv;
 	struct stat st;
@@ -457,6 +474,7 @@ int main(int argc, char *argv[])
 	zr_wb_stop(&the_fs);
 	if (rc)
 		zr_log(ZR_LOG_WARNING, "session loop ended with %d", rc);
+	zr_fs_drop_orphans(&the_fs);
 	ret = final_writeback(&the_fs) == 0 ? 0 : 1;
 out_unmount:
 	fuse_session_unmount(the_fs.se);

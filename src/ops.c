@@ -657,7 +657,7 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
 		     const char *oname)
 {
 	if (*oname)
-		zr_orphan_unlink(fs, oname);
+		zr_orphan_unlink(fs, victim, oname);
 	if (!pinned)
 		return;
 	victim->fd_pinned = false;
@@ -678,7 +678,7 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 	if (last)
 		zr_inode_unhash(fs, victim);
 	if (*oname)
-		zr_orphan_attach(fs, victim, oname);
+		zr_orphan_attach(fs, victim);
 	else if (last && S_ISREG(victim->type) && victim->open_count == 0)
 		zr_data_drop_inode(fs, victim);
 }

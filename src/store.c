@@ -1227,6 +1227,8 @@ int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 
 		if (!zr_file_dirty(f) || (expire_ms && now - since < expire_ms))
 			continue;
+		if (st->ops.may_expire && !st->ops.may_expire(st->ops_ctx, f->owner))
+			continue;
 		rc = file_writeback(f, ZR_WB_ALL);
 		if (rc && !first)
 			first = rc;

@@ -106,96 +106,123 @@ static uint64_t read_limit(const char *path, const char *key)
 	return v;
 }
 
+/* One level of the memory cgroup tree, for for_each_level()'s callback. */
+struct cg_level {
+	const char *dir;	/* its directory under /sys/fs/cgroup */
+	bool v2;		/* in the unified hierarchy */
+};
+
 /*
- * The memory limit of this process's cgroup and its parents: v1's
- * hierarchical_memory_limit, or the smallest memory.max from ours up the v2
- * tree. The directory of the cgroup whose usage counts against it goes to
- * @dir (v1: ours, whose counters include its children; v2: the one with the
- * smallest limit), and *@v2 says which hierarchy. @return bytes, or
- * UINT64_MAX when unlimited or not known (then @dir is "").
+ * Call @fn for this process's memory cgroup and each of its ancestors, up
+ * to the root of the hierarchy as mounted (v1's memory controller, else
+ * v2). The path in /proc/self/cgroup is relative to the root of the cgroup
+ * namespace, which is what /sys/fs/cgroup shows; where that path is not
+ * there (v1 without a cgroup namespace, as in containers on v1 hosts: the
+ * mount is the container's own cgroup) the top directory stands for ours.
  */
-static uint64_t limit_cgroup(char *dir, size_t len, bool *v2)
+static void for_each_level(void (*fn)(const struct cg_level *lv, void *arg), void *arg)
 {
-	char cg[2048], path[4096];
-	uint64_t lim = UINT64_MAX, v;
+	char cg[2048], dir[4096];
+	struct cg_level lv = { .dir = dir };
+	const char *base;
 
-	*dir = '\0';
-	*v2 = false;
 	if (own_cgroup("memory", cg, sizeof(cg)) == 0) {
-		snprintf(dir, len, "/sys/fs/cgroup/memory%s",
-			 strcmp(cg, "/") == 0 ? "" : cg);
-		snprintf(path, sizeof(path), "%s/memory.stat", dir);
-		lim = read_limit(path, "hierarchical_memory_limit ");
+		base = "/sys/fs/cgroup/memory";
 	} else if (own_cgroup("", cg, sizeof(cg)) == 0) {
-		*v2 = true;
-		for (;;) {
-			char *slash;
+		base = "/sys/fs/cgroup";
+		lv.v2 = true;
+	} else {
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s%s", base, strcmp(cg, "/") == 0 ? "" : cg);
+	if (access(dir, F_OK) != 0) {
+		lv.dir = base;
+		fn(&lv, arg);
+		return;
+	}
+	for (;;) {
+		char *slash = strrchr(cg, '/');
 
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max",
-				 strcmp(cg, "/") == 0 ? "" : cg);
-			v = read_limit(path, "");
-			if (v < lim) {
-				lim = v;
-				snprintf(dir, len, "/sys/fs/cgroup%s",
-					 strcmp(cg, "/") == 0 ? "" : cg);
-			}
-			slash = strrchr(cg, '/');
-			if (!slash || slash == cg)
-				break;
-			*slash = '\0';
-		}
+		fn(&lv, arg);
+		if (!slash || strcmp(cg, "/") == 0)
+			break;
+		slash[slash == cg ? 1 : 0] = '\0';	/* the parent; "/" last */
+		snprintf(dir, sizeof(dir), "%s%s", base, strcmp(cg, "/") == 0 ? "" : cg);
 	}
-	/* v1 says "unlimited" with a page-rounded LLONG_MAX */
-	if (lim >= (1ull << 62)) {
-		*dir = '\0';
-		return UINT64_MAX;
-	}
-	return lim;
+}
+
+/* The limit of one level, UINT64_MAX when none (v1 says "unlimited" with a
+ * page-rounded LLONG_MAX; v2 "max", and the root has no file). */
+static uint64_t level_limit(const struct cg_level *lv)
+{
+	char path[4200];
+	uint64_t v;
+
+	snprintf(path, sizeof(path), "%s/%s", lv->dir,
+		 lv->v2 ? "memory.max" : "memory.limit_in_bytes");
+	v = read_limit(path, "");
+	return v >= (1ull << 62) ? UINT64_MAX : v;
+}
+
+static void min_limit(const struct cg_level *lv, void *arg)
+{
+	uint64_t *lim = arg;
+
+	*lim = ZR_MIN(*lim, level_limit(lv));
 }
 
 uint64_t zr_mem_limit(void)
 {
-	char dir[4096];
-	bool v2;
+	uint64_t lim = UINT64_MAX;
 
-	return limit_cgroup(dir, sizeof(dir), &v2);
+	for_each_level(min_limit, &lim);
+	return lim;
+}
+
+struct headroom {
+	uint64_t room, scale;
+};
+
+/* Headroom at one limited level: its limit less what it uses that reclaim
+ * cannot take back (usage less page cache; shmem is on the anon lists). */
+static void min_headroom(const struct cg_level *lv, void *arg)
+{
+	struct headroom *h = arg;
+	uint64_t lim = level_limit(lv), used, act, inact, room;
+	char path[4200];
+
+	if (lim == UINT64_MAX)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", lv->dir,
+		 lv->v2 ? "memory.current" : "memory.usage_in_bytes");
+	used = read_limit(path, "");
+	snprintf(path, sizeof(path), "%s/memory.stat", lv->dir);
+	act = read_limit(path, lv->v2 ? "active_file " : "total_active_file ");
+	inact = read_limit(path, lv->v2 ? "inactive_file " : "total_inactive_file ");
+	if (used == UINT64_MAX || act == UINT64_MAX || inact == UINT64_MAX)
+		return;
+	used = used > act + inact ? used - act - inact : 0;
+	room = lim > used ? lim - used : 0;
+	if (room < h->room) {
+		h->room = room;
+		h->scale = lim;
+	}
 }
 
 int zr_mem_headroom(uint64_t *headroom, uint64_t *scale)
 {
-	char dir[4096], path[4200];
-	uint64_t avail, lim, v;
-	bool v2;
+	struct headroom h = { UINT64_MAX, UINT64_MAX };
+	uint64_t avail = read_limit("/proc/meminfo", "MemAvailable:");
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
-	*headroom = *scale = UINT64_MAX;
-	avail = read_limit("/proc/meminfo", "MemAvailable:");
 	if (avail != UINT64_MAX && pages > 0 && psize > 0) {
-		*headroom = avail * 1024;
-		*scale = (uint64_t)pages * (uint64_t)psize;
+		h.room = avail * 1024;
+		h.scale = (uint64_t)pages * (uint64_t)psize;
 	}
-	lim = limit_cgroup(dir, sizeof(dir), &v2);
-	if (lim != UINT64_MAX) {
-		/* what the cgroup uses that reclaim cannot take: its usage
-		 * less its page cache (shmem is on the anon lists) */
-		uint64_t used, act, inact;
-
-		snprintf(path, sizeof(path), "%s/%s", dir,
-			 v2 ? "memory.current" : "memory.usage_in_bytes");
-		used = read_limit(path, "");
-		snprintf(path, sizeof(path), "%s/memory.stat", dir);
-		act = read_limit(path, v2 ? "active_file " : "total_active_file ");
-		inact = read_limit(path, v2 ? "inactive_file " : "total_inactive_file ");
-		if (used != UINT64_MAX && act != UINT64_MAX && inact != UINT64_MAX) {
-			used = used > act + inact ? used - act - inact : 0;
-			v = lim > used ? lim - used : 0;
-			if (v < *headroom) {
-				*headroom = v;
-				*scale = lim;
-			}
-		}
-	}
-	return *headroom == UINT64_MAX ? -ENOENT : 0;
+	for_each_level(min_headroom, &h);
+	*headroom = h.room;
+	*scale = h.scale;
+	return h.room == UINT64_MAX ? -ENOENT : 0;
 }
 
 /* RAM this process may use: the machine's, or its cgroup's limit if lower

@@ -18,9 +18,21 @@ CGROOT=/sys/fs/cgroup/memory
 [ -w "$CGROOT/cgroup.procs" ] ||
 	zr_skip "no writable cgroup v1 memory controller at $CGROOT"
 
+# An ASan daemon holds shadow memory and a quarantine of freed memory on
+# top of the tier, and gives little back when the tier shrinks.
+ldd "$ZRAMFS" 2>/dev/null | grep -q libasan &&
+	zr_skip "the daemon is built with AddressSanitizer, whose own memory does not shrink with the tier"
+# A backing directory in RAM takes what the tier writes back as memory of
+# its own: there the daemon only drops clean blocks (nothing to see here).
+[ "$(stat -f -c %T "$ZR_TMP")" = tmpfs ] &&
+	zr_skip "$ZR_TMP is on tmpfs; set TMPDIR to a directory on a disk"
+
 CG=$CGROOT/zr_e2e_lowmem.$$
 mkdir "$CG" || fail "cannot create $CG"
-ZR_ATEXIT+=("rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
+HOG=
+# the other process first: a cgroup with a task in it cannot be removed
+ZR_ATEXIT+=('[ -n "$HOG" ] && kill -9 $HOG 2>/dev/null && wait $HOG 2>/dev/null'
+	"rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
 echo $((512 << 20)) >"$CG/memory.limit_in_bytes" || fail "cannot set the cgroup limit"
 # no swap use, so that the test means the same on a machine that has swap
 echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
@@ -65,10 +77,10 @@ for i in range(75):
 time.sleep(2)
 print("hog done", sum(len(c) for c in chunks) >> 20, "MiB")
 PY
-hog=$!
-ZR_ATEXIT+=("kill $hog 2>/dev/null")
+HOG=$!
 hog_rc=0
-wait $hog || hog_rc=$?
+wait $HOG || hog_rc=$?
+HOG=
 say "hog: status $hog_rc, $(cat "$ZR_TMP/hog.out")"
 kill -0 "$ZR_PID" 2>/dev/null || {
 	cat "$ZR_LOG" >&2
