@@ -7,8 +7,11 @@
 # read returns before the error must be the file's bytes, never zeros (a
 # short reply would make the kernel cache zeros for the rest of the file).
 # (2) The blocks before the bad one read back correctly on their own.
-# (3) 100 bytes written to a healthy block and fsynced, the fault lifted,
-# unmounted: the backing file is the old data plus those bytes.
+# (3) 100 bytes written to a healthy block; after (4), the fault lifted and
+# unmounted, the backing file is the old data plus those bytes.
+# (4) The backing filesystem's fsync fails (EIO, as when the device fails a
+# write the page cache took): the writer's fsync gets EIO, and a later one,
+# once the fault is lifted, succeeds.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the fault is injected into the daemon"
@@ -20,7 +23,7 @@ head -c $((1 << 20)) /dev/urandom >"$ZR_TMP/orig"
 cp "$ZR_TMP/orig" "$B/f"
 touch "$ZR_TMP/armed"
 # (the daemon may be built with ASan, whose runtime wants to be first)
-ZR_FAULT_NAME=f ZR_FAULT_READ_AT=300000 ZR_FAULT_ARMED=$ZR_TMP/armed \
+ZR_FAULT_NAME=f ZR_FAULT_READ_AT=300000 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_FSYNC=1 \
 	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
 	zr_mount "block_size=64k" "$B" "$M"
 M=$ZR_MNT
@@ -44,13 +47,20 @@ dd if="$M/f" of="$ZR_TMP/head" bs=64k count=4 status=none ||
 	fail "reading the healthy first 256 KiB failed"
 cmp -n $((256 << 10)) "$ZR_TMP/orig" "$ZR_TMP/head" || fail "the first 256 KiB read back wrong"
 
-say "3: a write to a healthy block, fsync, fault lifted, unmount"
+say "3: a write to a healthy block"
 head -c 100 /dev/urandom >"$ZR_TMP/patch"
-dd if="$ZR_TMP/patch" of="$M/f" bs=100 seek=6000 conv=notrunc,fsync status=none ||
+dd if="$ZR_TMP/patch" of="$M/f" bs=100 seek=6000 conv=notrunc status=none ||
 	fail "a write to a healthy block failed"
 cp "$ZR_TMP/orig" "$ZR_TMP/want"
 dd if="$ZR_TMP/patch" of="$ZR_TMP/want" bs=100 seek=6000 conv=notrunc status=none
+
+say "4: the backing fsync fails"
+IO=$(zr_helper zr_io)
+"$IO" fsync "$M/f" >"$ZR_TMP/io.out" && fail "fsync succeeded while the backing fsync fails: $(cat "$ZR_TMP/io.out")"
+grep -q "fsync error: Input/output error" "$ZR_TMP/io.out" ||
+	fail "expected EIO from fsync: $(cat "$ZR_TMP/io.out")"
 rm "$ZR_TMP/armed"
+"$IO" fsync "$M/f" >"$ZR_TMP/io.out" || fail "fsync failed once the fault was lifted: $(cat "$ZR_TMP/io.out")"
 zr_drop_kcache
 cmp "$ZR_TMP/want" "$M/f" || fail "the file reads back wrong once the fault is lifted"
 zr_umount

@@ -5,8 +5,10 @@
  * every pread(2) of a file whose name (last path component) is
  * ZR_FAULT_NAME fails with EIO when the range it asks for covers byte
  * ZR_FAULT_READ_AT: one unreadable spot of a backing file, as a bad sector
- * makes. Without the three variables, or while disarmed, pread is passed
- * through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
+ * makes. With ZR_FAULT_FSYNC=1 as well, fsync(2) and fdatasync(2) of that
+ * file fail with EIO while armed, as when the device fails a write the
+ * page cache took. Without the variables, or while disarmed, the calls are
+ * passed through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
@@ -21,21 +23,16 @@
 
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 
-/* Whether a pread of @len bytes at @off of @fd must fail. */
-static bool fault_hits(int fd, size_t len, off_t off)
+/* Whether the fault is armed and @fd is the file ZR_FAULT_NAME names. */
+static bool fault_file(int fd)
 {
 	const char *name = getenv("ZR_FAULT_NAME");
-	const char *at_s = getenv("ZR_FAULT_READ_AT");
 	const char *armed = getenv("ZR_FAULT_ARMED");
 	char link[64], path[PATH_MAX];
 	const char *base;
-	long long at;
 	ssize_t n;
 
-	if (!name || !at_s || !armed || access(armed, F_OK) != 0)
-		return false;
-	at = atoll(at_s);
-	if (at < (long long)off || at >= (long long)off + (long long)len)
+	if (!name || !armed || access(armed, F_OK) != 0)
 		return false;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, path, sizeof(path) - 1);
@@ -44,6 +41,47 @@ static bool fault_hits(int fd, size_t len, off_t off)
 	path[n] = '\0';
 	base = strrchr(path, '/');
 	return strcmp(base ? base + 1 : path, name) == 0;
+}
+
+/* Whether a pread of @len bytes at @off of @fd must fail. */
+static bool fault_hits(int fd, size_t len, off_t off)
+{
+	const char *at_s = getenv("ZR_FAULT_READ_AT");
+	long long at;
+
+	if (!at_s)
+		return false;
+	at = atoll(at_s);
+	if (at < (long long)off || at >= (long long)off + (long long)len)
+		return false;
+	return fault_file(fd);
+}
+
+/* fsync(2) or fdatasync(2) (@sym) of @fd, failing on the armed file. */
+static int faulty_sync(const char *sym, int fd)
+{
+	int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, sym);
+	const char *on = getenv("ZR_FAULT_FSYNC");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (on && strcmp(on, "1") == 0 && fault_file(fd)) {
+		errno = EIO;
+		return -1;
+	}
+	return real(fd);
+}
+
+int fsync(int fd)
+{
+	return faulty_sync("fsync", fd);
+}
+
+int fdatasync(int fd)
+{
+	return faulty_sync("fdatasync", fd);
 }
 
 static ssize_t faulty_pread(const char *sym, int fd, void *buf, size_t len, off_t off)
