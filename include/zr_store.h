@@ -240,6 +240,14 @@ int zr_file_writeback(struct zr_file *f);
 bool zr_file_dirty(struct zr_file *f);
 
 /**
+ * zr_file_redirty() - mark every clean block of @f that the store holds
+ * dirty again (not those being written back now): the backing filesystem
+ * may have lost what was written back, its fsync having failed, so the
+ * next writeback writes it again. @return blocks marked.
+ */
+uint64_t zr_file_redirty(struct zr_file *f);
+
+/**
  * zr_file_next_present() - first block index >= @from held in RAM.
  * @return 1 with *@index set, or 0 when there is none.
  */

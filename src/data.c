@@ -1112,8 +1112,16 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		if (fd < 0) {
 			rc = fd;
 		} else {
-			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0)
+			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0) {
 				rc = -errno;
+				/* the kernel may have given up pages it could
+				 * not write: what the tier still holds of the
+				 * file goes out again at the next writeback,
+				 * so that a retried fsync that succeeds means
+				 * it is on disk */
+				if (in->blocks)
+					(void)zr_file_redirty(in->blocks);
+			}
 			zr_fd_put(fs, in);
 		}
 	}

@@ -1259,6 +1259,27 @@ uint64_t zr_store_drop_clean(struct zr_store *st)
 	return freed;
 }
 
+uint64_t zr_file_redirty(struct zr_file *f)
+{
+	uint64_t n = 0, pos = 0, idx;
+	struct zr_slot *s;
+
+	pthread_mutex_lock(&f->lock);
+	while ((s = map_next(f, pos, &idx))) {
+		if (!slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB)) {
+			account(f, s, -1);
+			slot_set_flags(s, ZR_SLOT_DIRTY, 0);
+			account(f, s, 1);
+			n++;
+		}
+		if (idx == UINT64_MAX)
+			break;
+		pos = idx + 1;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 /* ---- reclaim: sampling, recompression, demotion ---- */
 
 static void view_of(struct zr_store *st, const struct zr_slot *s,

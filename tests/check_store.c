@@ -692,6 +692,42 @@ START_TEST(test_stats)
 }
 END_TEST
 
+/* A failed backing fsync: the clean blocks the store holds are marked
+ * dirty again and written again by the next writeback. */
+START_TEST(test_redirty)
+{
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(s.writebacks, 4);
+	ck_assert_uint_eq(zr_file_redirty(f), 4);
+	ck_assert(zr_file_dirty(f));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 4);
+	ck_assert_uint_eq(zr_file_redirty(f), 0);	/* dirty already */
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(s.writebacks, 8);
+	ck_assert_uint_eq(r.bytes, 8ull * bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /* mem_used_max is a high-water mark: never below a total reported before.
  * Recompression stores the strong copy before it frees the fast one, and
  * a new pool span for it can take the total above the last write's. */
@@ -866,6 +902,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_drop);
 	tcase_add_test(tc, test_stats);
 	tcase_add_test(tc, test_max_monotonic);
+	tcase_add_test(tc, test_redirty);
 	tcase_add_test(tc, test_enomem);
 	tcase_add_test(tc, test_corrupt);
 	suite_add_tcase(s, tc);

@@ -10,8 +10,9 @@
 # (3) 100 bytes written to a healthy block; after (4), the fault lifted and
 # unmounted, the backing file is the old data plus those bytes.
 # (4) The backing filesystem's fsync fails (EIO, as when the device fails a
-# write the page cache took): the writer's fsync gets EIO, and a later one,
-# once the fault is lifted, succeeds.
+# write the page cache took): the writer's fsync gets EIO, the blocks the
+# tier holds of the file are dirty again, and a later fsync, once the fault
+# is lifted, writes them again and succeeds.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the fault is injected into the daemon"
@@ -59,8 +60,16 @@ IO=$(zr_helper zr_io)
 "$IO" fsync "$M/f" >"$ZR_TMP/io.out" && fail "fsync succeeded while the backing fsync fails: $(cat "$ZR_TMP/io.out")"
 grep -q "fsync error: Input/output error" "$ZR_TMP/io.out" ||
 	fail "expected EIO from fsync: $(cat "$ZR_TMP/io.out")"
+# the kernel may have given up the pages it could not write: what the tier
+# holds of the file is dirty again, and written again by the next fsync
+dirty=$(zr_stat blocks_dirty)
+[ "${dirty:-1}" -ge 1 ] || fail "no dirty block after a failed fsync ($dirty)"
+bw0=$(zr_stat bytes_written_backing)
 rm "$ZR_TMP/armed"
 "$IO" fsync "$M/f" >"$ZR_TMP/io.out" || fail "fsync failed once the fault was lifted: $(cat "$ZR_TMP/io.out")"
+bw1=$(zr_stat bytes_written_backing)
+[ "${dirty:-0}" = 0 ] || [ $((bw1 - bw0)) -ge 65536 ] ||
+	fail "the fsync after the failed one wrote $((bw1 - bw0)) bytes, not the blocks again"
 zr_drop_kcache
 cmp "$ZR_TMP/want" "$M/f" || fail "the file reads back wrong once the fault is lifted"
 zr_umount
