@@ -146,7 +146,7 @@ static int orphans_open(struct zr_fs *fs, bool create)
 	fs->orphans.key.dev = st.st_dev;
 	fs->orphans.key.ino = st.st_ino;
 	pthread_mutex_lock(&fs->fd_lock);
-	fs->orphans.fd = dfd;
+	__atomic_store_n(&fs->orphans.fd, dfd, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&fs->fd_lock);
 	return 0;
 }

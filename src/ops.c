@@ -135,6 +135,10 @@ static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 	at_put(fs, &at);
 	if (rc == 0)
 		zr_data_fix_stat(fs, ino, st);
+	/* the backing .zramfs (the orphan directory's parent) is hidden */
+	if (rc == 0 && ino == &fs->root && st->st_nlink > 2 &&
+	    __atomic_load_n(&fs->orphans.fd, __ATOMIC_RELAXED) >= 0)
+		st->st_nlink--;
 	return rc;
 }
 
@@ -871,6 +875,54 @@ static void zr_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		fuse_reply_entry(req, &e);
 }
 
+static void release_pinned(struct zr_fs *fs, struct zr_inode *in);
+
+/*
+ * An open file handle begins (OPEN, CREATE): it is counted first, before
+ * the file's fd is looked for, so that a last RELEASE of another handle
+ * running meanwhile keeps the file's orphan name, pinned fd and data for
+ * this one. A regular file that has lost all of that already (its last name
+ * went and its last handle closed between the kernel's lookup and this
+ * open) cannot be given its data back: -ESTALE then, rather than a file
+ * that reads what never reached the disk. @return 0 (end the handle with
+ * handle_end()) or -ESTALE.
+ */
+static int handle_begin(struct zr_fs *fs, struct zr_inode *in)
+{
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&in->lock);
+	if (S_ISREG(in->type) && __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) &&
+	    !in->orphaned && !in->fd_pinned && in->open_count == 0)
+		rc = -ESTALE;
+	else
+		in->open_count++;
+	pthread_rwlock_unlock(&in->lock);
+	(void)fs;
+	return rc;
+}
+
+/*
+ * A file handle ends (RELEASE, or an OPEN/CREATE that failed after
+ * handle_begin()). The last one of a file whose last name went cleans up:
+ * its orphan's name goes, and its data unless it was linked again; or its
+ * pinned fd goes (release_pinned()).
+ */
+static void handle_end(struct zr_fs *fs, struct zr_inode *in)
+{
+	bool last;
+
+	pthread_rwlock_wrlock(&in->lock);
+	last = --in->open_count == 0 && in->fd_pinned;
+	if (last)
+		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
+	if (in->open_count == 0 && in->orphaned && !zr_orphan_remove(fs, in))
+		zr_data_drop_inode(fs, in);
+	pthread_rwlock_unlock(&in->lock);
+	if (last)
+		release_pinned(fs, in);
+}
+
 static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
@@ -886,34 +938,39 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	fd = zr_fd_get(fs, in);
-	if (fd < 0) {
-		fuse_reply_err(req, -fd);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY && in->fd_flags == O_RDONLY) {
-		zr_fd_put(fs, in);
-		fuse_reply_err(req, EACCES);
-		return;
-	}
-	rc = zr_data_attach(fs, in, fd, false);
-	/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
-	if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))
-		rc = zr_data_truncate(fs, in, fd, 0);
-	zr_fd_put(fs, in);
+	rc = handle_begin(fs, in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	pthread_rwlock_wrlock(&in->lock);
-	in->open_count++;
-	pthread_rwlock_unlock(&in->lock);
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		rc = fd;
+	} else {
+		if ((fi->flags & O_ACCMODE) != O_RDONLY && in->fd_flags == O_RDONLY)
+			rc = -EACCES;
+		else
+			rc = zr_data_attach(fs, in, fd, false);
+		/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
+		if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))
+			rc = zr_data_truncate(fs, in, fd, 0);
+		zr_fd_put(fs, in);
+	}
+	if (rc) {
+		handle_end(fs, in);
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
 	 * first writes back a cached extension of the file */
 	fi->fh = 0;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* the opener is gone (interrupted): no RELEASE will come */
+		handle_end(fs, in);
+		zr_inode_unref(fs, in);
+	}
 }
 
 static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -960,17 +1017,25 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* the fd we created with becomes the inode's cached fd */
 	zr_fd_install(fs, zr_inode_from_ino(fs, e.ino), fd);
 	in = zr_inode_from_ino(fs, e.ino);
-	fd = zr_fd_get(fs, in);
-	if (fd < 0) {
+	/* (the name may be gone already: another process that found it
+	 * removed it; the handle then fails as an open would) */
+	rc = handle_begin(fs, in);
+	if (rc) {
 		zr_inode_forget(fs, in, 1);
-		fuse_reply_err(req, -fd);
+		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = zr_data_attach(fs, in, fd, created);
-	if (rc == 0 && (fi->flags & O_TRUNC))
-		rc = zr_data_truncate(fs, in, fd, 0);
-	zr_fd_put(fs, in);
+	fd = zr_fd_get(fs, in);
+	if (fd < 0) {
+		rc = fd;
+	} else {
+		rc = zr_data_attach(fs, in, fd, created);
+		if (rc == 0 && (fi->flags & O_TRUNC))
+			rc = zr_data_truncate(fs, in, fd, 0);
+		zr_fd_put(fs, in);
+	}
 	if (rc) {
+		handle_end(fs, in);
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);
 		return;
@@ -979,15 +1044,18 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		e.attr.st_size = 0;
 		e.attr.st_blocks = 0;
 	}
-	pthread_rwlock_wrlock(&in->lock);
-	in->open_count++;
-	pthread_rwlock_unlock(&in->lock);
 	zr_inode_ref(fs, in);
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
 	 * first writes back a cached extension of the file */
 	fi->fh = 0;
-	fuse_reply_create(req, &e, fi);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		/* the creator is gone: no RELEASE, and no FORGET for the
+		 * lookup the reply carried */
+		handle_end(fs, in);
+		zr_inode_unref(fs, in);
+		zr_inode_forget(fs, in, 1);
+	}
 }
 
 /*
@@ -1031,7 +1099,6 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
-	bool last;
 
 	if (zr_is_ctl(ino)) {
 		zr_ctl_release(fs, fi);
@@ -1039,17 +1106,7 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		return;
 	}
 	in = zr_inode_from_ino(fs, ino);
-	pthread_rwlock_wrlock(&in->lock);
-	last = --in->open_count == 0 && in->fd_pinned;
-	if (last)
-		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
-	/* the last close of a file whose last name went: its name in the
-	 * orphan directory goes, and its data unless it was linked again */
-	if (in->open_count == 0 && in->orphaned && !zr_orphan_remove(fs, in))
-		zr_data_drop_inode(fs, in);
-	pthread_rwlock_unlock(&in->lock);
-	if (last)
-		release_pinned(fs, in);
+	handle_end(fs, in);
 	zr_inode_unref(fs, in);
 	fuse_reply_err(req, 0);
 }
