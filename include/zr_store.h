@@ -247,6 +247,10 @@ bool zr_file_dirty(struct zr_file *f);
  */
 uint64_t zr_file_redirty(struct zr_file *f);
 
+/** zr_file_redirty() of every file (a failed syncfs of the backing
+ * filesystem). @return blocks marked. */
+uint64_t zr_store_redirty_all(struct zr_store *st);
+
 /**
  * zr_file_next_present() - first block index >= @from held in RAM.
  * @return 1 with *@index set, or 0 when there is none.

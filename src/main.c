@@ -197,9 +197,12 @@ static void wait_retry(unsigned secs)
  * keeps them and tries again, after 1 s, then twice as long each time up to
  * a minute, for as long as it runs: until there is room (the signals
  * SIGHUP, SIGTERM and SIGINT make it try at once), or until it is killed
- * with SIGKILL, which is the only way to give them up.
- * @return 0, or -errno when the final syncfs of the backing filesystem
- * failed.
+ * with SIGKILL, which is the only way to give them up. A failed syncfs of
+ * the backing filesystem counts as a failed attempt: the kernel may have
+ * given up pages it could not write, so every block the tier holds is
+ * marked dirty and written again (the next syncfs reports only new errors).
+ * @return 0 once everything is written back and synced; with cache=none,
+ * -errno when the syncfs failed.
  */
 static int final_writeback(struct zr_fs *fs)
 {
@@ -213,7 +216,19 @@ static int final_writeback(struct zr_fs *fs)
 	pthread_mutex_unlock(&retry_lock);
 	if (!fs->store)
 		return syncfs(fs->root_fd) < 0 ? -errno : 0;
-	while ((rc = zr_store_writeback_all(fs->store, ZR_WB_ALL)) != 0) {
+	for (;;) {
+		bool synced;
+
+		rc = zr_store_writeback_all(fs->store, ZR_WB_ALL);
+		/* the kernel may give up pages it could not write: what the
+		 * tier holds goes out again, until a syncfs succeeds */
+		synced = rc == 0 && syncfs(fs->root_fd) == 0;
+		if (rc == 0 && !synced) {
+			rc = -errno;
+			zr_store_redirty_all(fs->store);
+		}
+		if (synced)
+			break;
 		failures++;
 		if (delay < ZR_RETRY_MAX_S || failures % ZR_RETRY_LOG_EVERY == 0) {
 			zr_store_get_stats(fs->store, &s);
@@ -225,11 +240,7 @@ static int final_writeback(struct zr_fs *fs)
 	}
 	if (failures)
 		zr_log(ZR_LOG_INFO, "final writeback done after %u failed attempts", failures);
-	if (syncfs(fs->root_fd) < 0) {
-		rc = -errno;
-		zr_log(ZR_LOG_ERR, "syncfs of the backing filesystem failed: %s", strerror(-rc));
-	}
-	return rc;
+	return 0;
 }
 
 /*

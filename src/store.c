@@ -1280,6 +1280,16 @@ uint64_t zr_file_redirty(struct zr_file *f)
 	return n;
 }
 
+uint64_t zr_store_redirty_all(struct zr_store *st)
+{
+	struct zr_file *f = NULL;
+	uint64_t n = 0;
+
+	while ((f = file_iter(st, f)))
+		n += zr_file_redirty(f);
+	return n;
+}
+
 /* ---- reclaim: sampling, recompression, demotion ---- */
 
 static void view_of(struct zr_store *st, const struct zr_slot *s,

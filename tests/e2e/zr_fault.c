@@ -7,7 +7,8 @@
  * ZR_FAULT_READ_AT: one unreadable spot of a backing file, as a bad sector
  * makes. With ZR_FAULT_FSYNC=1 as well, fsync(2) and fdatasync(2) of that
  * file fail with EIO while armed, as when the device fails a write the
- * page cache took. Without the variables, or while disarmed, the calls are
+ * page cache took; with ZR_FAULT_SYNCFS=1, syncfs(2) of any file fails so
+ * (the daemon's final sync at unmount). Without the variables, or while disarmed, the calls are
  * passed through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
@@ -82,6 +83,23 @@ int fsync(int fd)
 int fdatasync(int fd)
 {
 	return faulty_sync("fdatasync", fd);
+}
+
+int syncfs(int fd)
+{
+	int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
+	const char *on = getenv("ZR_FAULT_SYNCFS");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0) {
+		errno = EIO;
+		return -1;
+	}
+	return real(fd);
 }
 
 static ssize_t faulty_pread(const char *sym, int fd, void *buf, size_t len, off_t off)

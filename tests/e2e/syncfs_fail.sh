@@ -1,0 +1,50 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# syncfs_fail: at unmount the daemon writes everything back and syncs the
+# backing filesystem. When that syncfs fails (EIO, as when the device
+# refused writes the page cache had taken, which the kernel may then give
+# up), the data is not known to be on disk: the daemon must not exit (it
+# used to exit 1 with the data gone from RAM), but mark what it holds dirty,
+# write it again and retry until a syncfs succeeds. zr_fault.so, preloaded
+# into the daemon, fails syncfs while a trigger file exists.
+. "$(dirname "$0")/lib.sh"
+ZR_TIMEOUT=120
+zr_init
+zr_need_daemon "the fault is injected into the daemon"
+FAULT=$(zr_helper zr_fault.so)
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/src"
+running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+# (the daemon may be built with ASan, whose runtime wants to be first)
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
+	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+	zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+cp "$ZR_TMP/src" "$ZR_MNT/f"
+[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks before the unmount: the case is not tested"
+
+say "umount while the backing syncfs fails"
+touch "$ZR_TMP/armed"
+umount "$ZR_MNT" || fail "umount failed"
+sleep 4
+running "$ZR_PID" || {
+	wait "$ZR_PID"
+	fail "the daemon exited (status $?) although the backing syncfs failed: $(tail -3 "$ZR_LOG")"
+}
+n=$(grep -c "final writeback failed (Input/output error)" "$ZR_LOG")
+[ "$n" -ge 2 ] || fail "expected at least two failed attempts in 4 s, the log has $n: $(tail -3 "$ZR_LOG")"
+# every attempt writes the 64 blocks of the file again
+kept=$(grep "final writeback failed" "$ZR_LOG" | tail -1 | sed -n 's/.*: \([0-9]*\) dirty blocks are kept.*/\1/p')
+[ "${kept:-0}" -ge 64 ] || fail "the blocks were not marked dirty again: $(grep "final writeback failed" "$ZR_LOG" | tail -1)"
+
+say "the fault lifted, SIGHUP: written again, synced, exit 0"
+rm "$ZR_TMP/armed"
+kill -HUP "$ZR_PID"
+zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not finish within 15 s of SIGHUP"
+[ "$ZR_WAIT_RC" = 0 ] || fail "the daemon exited with status $ZR_WAIT_RC"
+ZR_PID=
+grep -q "final writeback done after" "$ZR_LOG" || fail "no 'done' line: $(tail -3 "$ZR_LOG")"
+cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not the data written"
+say "ok"
