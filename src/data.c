@@ -1118,7 +1118,8 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 				 * not write: what the tier still holds of the
 				 * file goes out again at the next writeback,
 				 * so that a retried fsync that succeeds means
-				 * it is on disk */
+				 * those blocks are on disk (not those that
+				 * left the tier or bypassed it) */
 				if (in->blocks)
 					(void)zr_file_redirty(in->blocks);
 			}

@@ -275,6 +275,8 @@ void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
 void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino);
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fs_drop_orphans(struct zr_fs *fs);
+bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino);
+void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

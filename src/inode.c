@@ -330,6 +330,32 @@ void zr_fs_drop_orphans(struct zr_fs *fs)
 	free(v);
 }
 
+/** Whether the kernel holds a lookup of @ino (it may still open it). */
+bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool r;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	r = ino->nlookup > 0;
+	pthread_mutex_unlock(&fs->itable_lock);
+	return r;
+}
+
+/**
+ * zr_orphan_reap() - an orphaned @ino whose last handle closed, or that the
+ * kernel forgot: once both are true nothing can reach it again, so its
+ * orphan's name goes, and its data unless it was linked again meanwhile.
+ * Takes ino->lock.
+ */
+void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino)
+{
+	pthread_rwlock_wrlock(&ino->lock);
+	if (ino->orphaned && ino->open_count == 0 && !zr_inode_looked_up(fs, ino) &&
+	    !zr_orphan_remove(fs, ino))
+		zr_data_drop_inode(fs, ino);
+	pthread_rwlock_unlock(&ino->lock);
+}
+
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
 	struct statfs sfs;
@@ -662,15 +688,20 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 
 void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n)
 {
+	bool forgotten;
+
 	if (ino == &fs->root)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	assert(ino->nlookup >= n);
 	ino->nlookup -= n;
-	/* every lookup also took a reference */
+	forgotten = ino->nlookup == 0;
+	/* every lookup also took a reference (one is kept until below) */
 	assert(ino->refs >= n);
 	ino->refs -= n - 1;
 	pthread_mutex_unlock(&fs->itable_lock);
+	if (forgotten && __atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED))
+		zr_orphan_reap(fs, ino);
 	zr_inode_unref(fs, ino);
 }
 

@@ -609,17 +609,20 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *    those names (a writeback error stays for the file's fsync/close);
  *  - an open one gets a second name in the orphan directory (@oname;
  *    zr_orphan_link()), by which it stays readable and writable until the
- *    last close (zr_op_release()) without holding an fd; where that cannot
- *    be (other links, no orphan directory, no hard links) its fd is pinned
- *    (*@pinned: by this call);
+ *    last close and the kernel's FORGET (zr_orphan_reap()) without holding
+ *    an fd; so does one that a rename replaces (@replace) while the kernel
+ *    holds a lookup of it: a path resolved before the rename may still
+ *    open it, as it could on a local filesystem. Where that cannot be
+ *    (other links, no orphan directory, no hard links) an open one's fd is
+ *    pinned (*@pinned: by this call);
  *  - an open directory keeps its fd pinned until its last RELEASEDIR, so
  *    that fstat and readdir through the handle still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
  * (out of fds, or the backing filesystem refuses the writeback).
  */
 static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
-			  int pfd, const char *name, nlink_t *nlink, bool *pinned,
-			  char oname[NAME_MAX + 1])
+			  int pfd, const char *name, bool replace, nlink_t *nlink,
+			  bool *pinned, char oname[NAME_MAX + 1])
 {
 	struct stat st;
 	int fd, rc;
@@ -640,10 +643,13 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	}
 	if (!S_ISREG(victim->type) && !S_ISDIR(victim->type))
 		return 0;
-	if (victim->open_count == 0 || victim->fd_pinned)
-		return 0;
-	if (S_ISREG(victim->type) && *nlink <= 1 &&
+	/* a file replaced by a rename may be opened by a path the kernel
+	 * resolved before: it keeps an orphan until the kernel forgets it */
+	if (S_ISREG(victim->type) && *nlink <= 1 && !victim->fd_pinned &&
+	    (victim->open_count > 0 || (replace && zr_inode_looked_up(fs, victim))) &&
 	    zr_orphan_link(fs, victim, pfd, name, oname) == 0)
+		return 0;
+	if (victim->open_count == 0 || victim->fd_pinned)
 		return 0;
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
@@ -711,7 +717,7 @@ static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
-		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned, oname);
+		rc = prepare_unlink(fs, victim, p, pfd, name, false, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
@@ -751,7 +757,7 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
-		rc = prepare_unlink(fs, victim, p, pfd, name, &nlink, &pinned, oname);
+		rc = prepare_unlink(fs, victim, p, pfd, name, false, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
@@ -812,7 +818,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	nlink = dst ? dst_st.st_nlink : 0;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
-		rc = prepare_unlink(fs, dst, np, nfd, newname, &nlink, &pinned, oname);
+		rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
@@ -905,20 +911,22 @@ static int handle_begin(struct zr_fs *fs, struct zr_inode *in)
 /*
  * A file handle ends (RELEASE, or an OPEN/CREATE that failed after
  * handle_begin()). The last one of a file whose last name went cleans up:
- * its orphan's name goes, and its data unless it was linked again; or its
- * pinned fd goes (release_pinned()).
+ * its orphan's name goes, and its data unless it was linked again, once
+ * the kernel has forgotten the inode too (zr_orphan_reap()); or its pinned
+ * fd goes (release_pinned()).
  */
 static void handle_end(struct zr_fs *fs, struct zr_inode *in)
 {
-	bool last;
+	bool last, orphan;
 
 	pthread_rwlock_wrlock(&in->lock);
 	last = --in->open_count == 0 && in->fd_pinned;
 	if (last)
 		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
-	if (in->open_count == 0 && in->orphaned && !zr_orphan_remove(fs, in))
-		zr_data_drop_inode(fs, in);
+	orphan = in->open_count == 0 && in->orphaned;
 	pthread_rwlock_unlock(&in->lock);
+	if (orphan)
+		zr_orphan_reap(fs, in);	/* (or at the kernel's FORGET) */
 	if (last)
 		release_pinned(fs, in);
 }
