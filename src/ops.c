@@ -687,10 +687,16 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 
 	if (last)
 		zr_inode_unhash(fs, victim);
-	if (*oname)
+	if (*oname) {
 		zr_orphan_attach(fs, victim);
-	else if (last && S_ISREG(victim->type) && victim->open_count == 0)
+		/* (a FORGET cannot pass the RENAME whose target this is, but
+		 * should the kernel hold nothing now, nothing will reap it) */
+		if (victim->open_count == 0 && !zr_inode_looked_up(fs, victim) &&
+		    !zr_orphan_remove(fs, victim))
+			zr_data_drop_inode(fs, victim);
+	} else if (last && S_ISREG(victim->type) && victim->open_count == 0) {
 		zr_data_drop_inode(fs, victim);
+	}
 }
 
 static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
