@@ -129,7 +129,9 @@ struct zr_inode {
 	uint64_t gen;			/* atomic: bumped before and after every change
 					 * of the data (a reader's clean insert checks it) */
 	unsigned open_count;		/* open file (or directory) handles */
-	bool fd_pinned;			/* fd pinned because the last name went while open (files, directories) */
+	bool fd_pinned;			/* fd pinned because the last name went while open
+					 * (files, directories) or held by the kernel
+					 * (directories: a working directory) */
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
 	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
@@ -277,6 +279,7 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fs_drop_orphans(struct zr_fs *fs);
 bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino);
 void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino);
+void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

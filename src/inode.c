@@ -356,6 +356,24 @@ void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&ino->lock);
 }
 
+/**
+ * zr_dir_unpin() - a removed directory whose fd prepare_unlink() pinned
+ * lost a holder (its last RELEASEDIR, or the kernel's FORGET): once it has
+ * neither, nothing reaches it again and the pin goes. Takes ino->lock.
+ */
+void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool unpin;
+
+	pthread_rwlock_wrlock(&ino->lock);
+	unpin = ino->fd_pinned && ino->open_count == 0 && !zr_inode_looked_up(fs, ino);
+	if (unpin)
+		ino->fd_pinned = false;
+	pthread_rwlock_unlock(&ino->lock);
+	if (unpin)
+		zr_fd_unpin(fs, ino);
+}
+
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 {
 	struct statfs sfs;
@@ -702,6 +720,8 @@ void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n)
 	pthread_mutex_unlock(&fs->itable_lock);
 	if (forgotten && __atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED))
 		zr_orphan_reap(fs, ino);
+	if (forgotten && S_ISDIR(ino->type))
+		zr_dir_unpin(fs, ino);
 	zr_inode_unref(fs, ino);
 }
 

@@ -615,8 +615,9 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *    open it, as it could on a local filesystem. Where that cannot be
  *    (other links, no orphan directory, no hard links) an open one's fd is
  *    pinned (*@pinned: by this call);
- *  - an open directory keeps its fd pinned until its last RELEASEDIR, so
- *    that fstat and readdir through the handle still reach it.
+ *  - a directory that is open or that the kernel holds (a working
+ *    directory) keeps its fd pinned until its last RELEASEDIR and FORGET
+ *    (zr_dir_unpin()), so that fstat and readdir still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
  * (out of fds, or the backing filesystem refuses the writeback).
  */
@@ -649,7 +650,12 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	    (victim->open_count > 0 || (replace && zr_inode_looked_up(fs, victim))) &&
 	    zr_orphan_link(fs, victim, pfd, name, oname) == 0)
 		return 0;
-	if (victim->open_count == 0 || victim->fd_pinned)
+	/* a removed directory may stay some process's working directory,
+	 * which the kernel holds by a lookup only: it keeps its fd until the
+	 * FORGET as well (stat ., ls . then work, as on a local filesystem) */
+	if (victim->fd_pinned ||
+	    (victim->open_count == 0 &&
+	     !(S_ISDIR(victim->type) && zr_inode_looked_up(fs, victim))))
 		return 0;
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
@@ -1482,11 +1488,9 @@ static void zr_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		in = zr_inode_from_ino(fs, ino);
 		pthread_rwlock_wrlock(&in->lock);
 		unpin = --in->open_count == 0 && in->fd_pinned;
-		if (unpin)
-			in->fd_pinned = false;
 		pthread_rwlock_unlock(&in->lock);
 		if (unpin)
-			zr_fd_unpin(fs, in);
+			zr_dir_unpin(fs, in);
 		zr_inode_unref(fs, in);
 	}
 	fuse_reply_err(req, 0);

@@ -96,6 +96,23 @@ if os.fstat(h).st_nlink != 0 or os.listdir(h):
           (os.fstat(h).st_nlink, os.listdir(h)))
     bad = 1
 os.close(h)
+# a removed directory that is still a working directory (the kernel holds
+# it by a lookup only): ., stat and listing work, as on ext4 (ESTALE before)
+os.mkdir(m + "/cwd")
+os.chdir(m + "/cwd")
+os.rmdir(m + "/cwd")
+for i in range(100):
+    os.stat("%s/d%d" % (m, i))
+try:
+    st = os.stat(".")
+    ents = os.listdir(".")
+    if st.st_nlink != 0 or ents:
+        print("FAIL: a removed working directory: nlink %d, entries %s" % (st.st_nlink, ents))
+        bad = 1
+except OSError as e:
+    print("FAIL: a removed working directory: %s" % e)
+    bad = 1
+os.chdir("/")
 sys.exit(bad)
 PY
 zr_umount
