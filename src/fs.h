@@ -185,6 +185,8 @@ struct zr_fs {
 	pthread_mutex_t dirh_lock;
 	struct zr_dirh *dirh_head, *dirh_tail;	/* dirh_lock */
 	unsigned ndirh;			/* dirh_lock */
+	unsigned dir_pins;		/* atomic: removed directories with a pinned fd
+					 * (ops.c prepare_unlink, zr_dir_unpin) */
 
 	/* statistics of the daemon itself (relaxed atomics) */
 	uint64_t bytes_read_backing;

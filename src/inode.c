@@ -370,8 +370,10 @@ void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino)
 	if (unpin)
 		ino->fd_pinned = false;
 	pthread_rwlock_unlock(&ino->lock);
-	if (unpin)
+	if (unpin) {
+		__atomic_sub_fetch(&fs->dir_pins, 1, __ATOMIC_RELAXED);
 		zr_fd_unpin(fs, ino);
+	}
 }
 
 int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)

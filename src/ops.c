@@ -619,8 +619,19 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *    directory) keeps its fd pinned until its last RELEASEDIR and FORGET
  *    (zr_dir_unpin()), so that fstat and readdir still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
- * (out of fds, or the backing filesystem refuses the writeback).
+ * (out of fds, or the backing filesystem refuses the writeback). Keeping
+ * a directory that is only looked up is best effort: each one holds an fd
+ * (a process can hold thousands by O_PATH descriptors, which send no
+ * OPENDIR), so past dir_pins_max() or out of fds it goes without.
  */
+/* Removed directories that only the kernel holds (working directories,
+ * O_PATH descriptors) keep a pinned fd up to this many: a quarter of
+ * max_fds, at least 16, so that they cannot take the daemon's fds. */
+static unsigned dir_pins_max(const struct zr_fs *fs)
+{
+	return ZR_MAX(fs->opt->max_fds / 4, 16u);
+}
+
 static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
 			  int pfd, const char *name, bool replace, nlink_t *nlink,
 			  bool *pinned, char oname[NAME_MAX + 1])
@@ -657,12 +668,20 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	    (victim->open_count == 0 &&
 	     !(S_ISDIR(victim->type) && zr_inode_looked_up(fs, victim))))
 		return 0;
+	/* one only looked up (not open) is kept when it can be: at most
+	 * dir_pins_max() of them, and not when out of fds; its removal goes
+	 * on as it used to */
+	if (victim->open_count == 0 &&
+	    __atomic_load_n(&fs->dir_pins, __ATOMIC_RELAXED) >= dir_pins_max(fs))
+		return 0;
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
-		return fd;
+		return victim->open_count == 0 ? 0 : fd;
 	zr_fd_pin(fs, victim);
 	zr_fd_put(fs, victim);
 	victim->fd_pinned = true;
+	if (S_ISDIR(victim->type))
+		__atomic_add_fetch(&fs->dir_pins, 1, __ATOMIC_RELAXED);
 	*pinned = true;
 	return 0;
 }
@@ -677,6 +696,8 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
 	if (!pinned)
 		return;
 	victim->fd_pinned = false;
+	if (S_ISDIR(victim->type))
+		__atomic_sub_fetch(&fs->dir_pins, 1, __ATOMIC_RELAXED);
 	zr_fd_unpin(fs, victim);
 }
 

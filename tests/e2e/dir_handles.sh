@@ -113,6 +113,22 @@ except OSError as e:
     print("FAIL: a removed working directory: %s" % e)
     bad = 1
 os.chdir("/")
+# ... but not at any cost: 200 removed directories held by O_PATH
+# descriptors (no OPENDIR) keep at most max_fds/4 fds between them
+base = daemon_fds()
+held = []
+for i in range(200):
+    os.mkdir("%s/op%d" % (m, i))
+    held.append(os.open("%s/op%d" % (m, i), os.O_PATH))
+for i in range(200):
+    os.rmdir("%s/op%d" % (m, i))
+grew = daemon_fds() - base
+print("     200 removed directories held by O_PATH: %d more daemon fds" % grew)
+if grew > 16 + 8:
+    print("FAIL: the daemon holds %d more fds for removed directories" % grew)
+    bad = 1
+for h in held:
+    os.close(h)
 sys.exit(bad)
 PY
 zr_umount
