@@ -216,15 +216,23 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	return rc;
 }
 
+/* Remove @oname from the orphan directory (when unlinkat fails it is
+ * logged; the next mount removes it) and from @ino's names. @return whether
+ * @ino has no name left. */
+static bool orphan_name_remove(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
+{
+	if (unlinkat(fs->orphans.fd, oname, 0) < 0)
+		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
+		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, oname, strerror(errno));
+	return zr_alias_remove(fs, ino, &fs->orphans, oname);
+}
+
 /** zr_orphan_unlink() - undo zr_orphan_link(): the user's name did not go
  * after all. The orphan's name goes from the backing directory and from
  * @ino's names (when unlinkat fails it is logged; the next mount removes it). */
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
 {
-	if (unlinkat(fs->orphans.fd, oname, 0) < 0)
-		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
-		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, oname, strerror(errno));
-	zr_alias_remove(fs, ino, &fs->orphans, oname);
+	(void)orphan_name_remove(fs, ino, oname);
 }
 
 /**
@@ -264,10 +272,7 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
-	if (unlinkat(fs->orphans.fd, name, 0) < 0)
-		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
-		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, name, strerror(errno));
-	none = zr_alias_remove(fs, ino, &fs->orphans, name);
+	none = orphan_name_remove(fs, ino, name);
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&fs->ns_lock);
@@ -722,7 +727,8 @@ void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n)
 	pthread_mutex_unlock(&fs->itable_lock);
 	if (forgotten && __atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED))
 		zr_orphan_reap(fs, ino);
-	if (forgotten && S_ISDIR(ino->type))
+	/* (fd_pinned read without the lock: only a pinned one needs it) */
+	if (forgotten && S_ISDIR(ino->type) && __atomic_load_n(&ino->fd_pinned, __ATOMIC_RELAXED))
 		zr_dir_unpin(fs, ino);
 	zr_inode_unref(fs, ino);
 }

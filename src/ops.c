@@ -726,74 +726,30 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 	}
 }
 
-static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* unlink (@at_flags 0) or rmdir (AT_REMOVEDIR) of (@parent, @name): the
+ * backing call between prepare_unlink() and finish_unlink()/undo_pin().
+ * @return 0 or -errno. */
+static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
+		       int at_flags)
 {
-	struct zr_fs *fs = zr_fs_of(req);
-	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
+	struct zr_inode *victim;
 	bool pinned = false;
 	char oname[NAME_MAX + 1] = "";
 	struct stat st;
 	nlink_t nlink;
-	int pfd, rc;
+	int pfd, rc = 0;
 
-	if (zr_is_ctl(parent)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
 	pfd = zr_fd_get(fs, p);
-	if (pfd < 0) {
-		fuse_reply_err(req, -pfd);
-		return;
-	}
+	if (pfd < 0)
+		return pfd;
 	victim = find_child(fs, pfd, name, &st);
 	nlink = victim ? st.st_nlink : 0;
-	rc = 0;
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
 		rc = prepare_unlink(fs, victim, p, pfd, name, false, &nlink, &pinned, oname);
 	}
 	if (rc == 0)
-		rc = unlinkat(pfd, name, 0) < 0 ? -errno : 0;
-	if (victim) {
-		if (rc == 0)
-			finish_unlink(fs, victim, p, name, nlink, oname);
-		else
-			undo_pin(fs, victim, pinned, oname);
-		pthread_rwlock_unlock(&victim->lock);
-		zr_inode_unref(fs, victim);
-	}
-	zr_fd_put(fs, p);
-	fuse_reply_err(req, -rc);
-}
-
-static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct zr_fs *fs = zr_fs_of(req);
-	struct zr_inode *p = zr_inode_from_ino(fs, parent), *victim;
-	bool pinned = false;
-	char oname[NAME_MAX + 1] = "";
-	struct stat st;
-	nlink_t nlink;
-	int pfd, rc;
-
-	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	pfd = zr_fd_get(fs, p);
-	if (pfd < 0) {
-		fuse_reply_err(req, -pfd);
-		return;
-	}
-	victim = find_child(fs, pfd, name, &st);
-	nlink = victim ? st.st_nlink : 0;
-	rc = 0;
-	if (victim) {
-		pthread_rwlock_wrlock(&victim->lock);
-		rc = prepare_unlink(fs, victim, p, pfd, name, false, &nlink, &pinned, oname);
-	}
-	if (rc == 0)
-		rc = unlinkat(pfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+		rc = unlinkat(pfd, name, at_flags) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
 			finish_unlink(fs, victim, p, name, nlink, oname);
@@ -803,7 +759,30 @@ static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		zr_inode_unref(fs, victim);
 	}
 	zr_fd_put(fs, p);
-	fuse_reply_err(req, -rc);
+	return rc;
+}
+
+static void zr_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+
+	if (zr_is_ctl(parent)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fuse_reply_err(req, -remove_name(fs, zr_inode_from_ino(fs, parent), name, 0));
+}
+
+static void zr_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+
+	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fuse_reply_err(req, -remove_name(fs, zr_inode_from_ino(fs, parent), name,
+					 AT_REMOVEDIR));
 }
 
 static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -926,7 +905,7 @@ static void release_pinned(struct zr_fs *fs, struct zr_inode *in);
  * that reads what never reached the disk. @return 0 (end the handle with
  * handle_end()) or -ESTALE.
  */
-static int handle_begin(struct zr_fs *fs, struct zr_inode *in)
+static int handle_begin(struct zr_inode *in)
 {
 	int rc = 0;
 
@@ -937,7 +916,6 @@ static int handle_begin(struct zr_fs *fs, struct zr_inode *in)
 	else
 		in->open_count++;
 	pthread_rwlock_unlock(&in->lock);
-	(void)fs;
 	return rc;
 }
 
@@ -979,7 +957,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = handle_begin(fs, in);
+	rc = handle_begin(in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1060,7 +1038,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in = zr_inode_from_ino(fs, e.ino);
 	/* (the name may be gone already: another process that found it
 	 * removed it; the handle then fails as an open would) */
-	rc = handle_begin(fs, in);
+	rc = handle_begin(in);
 	if (rc) {
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);

@@ -8,22 +8,9 @@
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the limit is read by the daemon"
-zr_need_root "creates a memory cgroup"
-CGROOT=/sys/fs/cgroup/memory
-[ -w "$CGROOT/cgroup.procs" ] ||
-	zr_skip "no writable cgroup v1 memory controller at $CGROOT"
-
-CG=$CGROOT/zr_e2e_cgroup_limit.$$
-mkdir "$CG" || fail "cannot create $CG"
-ZR_ATEXIT+=("rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
-echo $((400 << 20)) >"$CG/memory.limit_in_bytes" || fail "cannot set the cgroup limit"
 # the daemon enters the cgroup before it starts
-cat >"$ZR_TMP/in_cgroup" <<SH
-#!/bin/sh
-echo \$\$ >"$CG/cgroup.procs" && exec "$ZRAMFS" "\$@"
-SH
-chmod +x "$ZR_TMP/in_cgroup"
-REAL=$ZRAMFS ZRAMFS=$ZR_TMP/in_cgroup
+zr_memcg zr_e2e_cgroup_limit $((400 << 20))
+REAL=$ZRAMFS ZRAMFS=$ZR_IN_CG
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"

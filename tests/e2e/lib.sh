@@ -296,6 +296,27 @@ zr_kill9() {
 	! zr_is_mounted "$ZR_MNT" || fail "cannot remove the dead mount $ZR_MNT"
 }
 
+# zr_memcg NAME BYTES: makes the cgroup v1 memory cgroup NAME limited to
+# BYTES (skips the test without a writable controller), sets CG to its
+# directory and ZR_IN_CG to a wrapper that starts the daemon in it (use as
+# ZRAMFS). At exit, whatever still runs in it is killed and it is removed.
+zr_memcg() {
+	local root=/sys/fs/cgroup/memory
+	zr_need_root "creates a memory cgroup"
+	[ -w "$root/cgroup.procs" ] ||
+		zr_skip "no writable cgroup v1 memory controller at $root"
+	CG=$root/$1.$$
+	mkdir "$CG" || fail "cannot create $CG"
+	ZR_ATEXIT+=("for p in \$(cat '$CG/cgroup.procs' 2>/dev/null); do kill -9 \$p; done 2>/dev/null; sleep 0.2; rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
+	echo "$2" >"$CG/memory.limit_in_bytes" || fail "cannot set the limit of $CG"
+	ZR_IN_CG=$ZR_TMP/in_cgroup
+	cat >"$ZR_IN_CG" <<SH
+#!/bin/sh
+echo \$\$ >"$CG/cgroup.procs" && exec "$ZRAMFS" "\$@"
+SH
+	chmod +x "$ZR_IN_CG"
+}
+
 # zr_mount_tmpfs DIR SIZE: mounts a tmpfs of SIZE on DIR (needs root).
 zr_mount_tmpfs() {
 	zr_need_root "mounts a tmpfs"

@@ -12,11 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the daemon watches memory"
-zr_need_root "creates a memory cgroup"
 zr_need_tool python3
-CGROOT=/sys/fs/cgroup/memory
-[ -w "$CGROOT/cgroup.procs" ] ||
-	zr_skip "no writable cgroup v1 memory controller at $CGROOT"
 
 # An ASan daemon holds shadow memory and a quarantine of freed memory on
 # top of the tier, and gives little back when the tier shrinks.
@@ -27,21 +23,10 @@ ldd "$ZRAMFS" 2>/dev/null | grep -q libasan &&
 [ "$(stat -f -c %T "$ZR_TMP")" = tmpfs ] &&
 	zr_skip "$ZR_TMP is on tmpfs; set TMPDIR to a directory on a disk"
 
-CG=$CGROOT/zr_e2e_lowmem.$$
-mkdir "$CG" || fail "cannot create $CG"
-HOG=
-# the other process first: a cgroup with a task in it cannot be removed
-ZR_ATEXIT+=('[ -n "$HOG" ] && kill -9 $HOG 2>/dev/null && wait $HOG 2>/dev/null'
-	"rmdir '$CG' 2>/dev/null || echo \"cleanup: cannot remove $CG\" >&2")
-echo $((512 << 20)) >"$CG/memory.limit_in_bytes" || fail "cannot set the cgroup limit"
+zr_memcg zr_e2e_lowmem $((512 << 20))
 # no swap use, so that the test means the same on a machine that has swap
 echo 0 >"$CG/memory.swappiness" 2>/dev/null || true
-cat >"$ZR_TMP/in_cgroup" <<SH
-#!/bin/sh
-echo \$\$ >"$CG/cgroup.procs" && exec "$ZRAMFS" "\$@"
-SH
-chmod +x "$ZR_TMP/in_cgroup"
-REAL=$ZRAMFS ZRAMFS=$ZR_TMP/in_cgroup
+REAL=$ZRAMFS ZRAMFS=$ZR_IN_CG
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
@@ -80,7 +65,6 @@ PY
 HOG=$!
 hog_rc=0
 wait $HOG || hog_rc=$?
-HOG=
 say "hog: status $hog_rc, $(cat "$ZR_TMP/hog.out")"
 kill -0 "$ZR_PID" 2>/dev/null || {
 	cat "$ZR_LOG" >&2
