@@ -12,11 +12,20 @@ zr_need_tool mount mount.fuse3 pgrep
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 echo before >"$B/old"
-# mount.fuse3 runs the helper named after the type from PATH
-BIN=$ZR_TMP/bin
-mkdir -p "$BIN"
-ln -s "$ZRAMFS" "$BIN/zramfs"
-export PATH="$BIN:$PATH"
+# `mount -t fuse.zramfs` makes mount.fuse3 run `zramfs` by name, but mount
+# clears PATH for its helpers, so the shell finds it only where it is
+# installed (/usr/local/bin after `make install`). The daemon under test is
+# named by path instead, as mount.fuse3's `-t fuse PROGRAM#SOURCE` allows.
+# When an installed zramfs is this very binary (after `make install` from
+# this build), `-t fuse.zramfs` is used as well.
+SRC="$ZRAMFS#$B"
+TYPES="fuse"
+if inst=$(env -i /bin/sh -c 'command -v zramfs') && cmp -s "$inst" "$ZRAMFS"; then
+	TYPES="fuse fuse.zramfs"
+else
+	say "(no installed zramfs identical to $ZRAMFS: mount -t fuse.zramfs left out)"
+fi
+src_of() { if [ "$1" = fuse ]; then echo "$SRC"; else echo "$B"; fi; }
 
 # the daemons of this test, by their backing path (they are not our children)
 daemons() { pgrep -f "zramfs.*$B" || true; }
@@ -28,22 +37,25 @@ gone() {
 	return 1
 }
 
-say "mount -t fuse.zramfs with options"
-mount -t fuse.zramfs "$B" "$M" -o size=32M,comp=zstd,dirty_expire=1h ||
-	fail "mount -t fuse.zramfs failed"
-zr_is_mounted "$M" || fail "not mounted after mount -t"
-grep -q "^comp zstd$" "$M/.zramfs/config" || fail "comp=zstd did not reach the daemon"
-grep -q "^size 33554432$" "$M/.zramfs/config" || fail "size=32M did not reach the daemon"
-[ "$(cat "$M/old")" = before ] || fail "existing file not visible"
-head -c 3000000 /dev/urandom >"$ZR_TMP/data"
-cp "$ZR_TMP/data" "$M/new"
-umount "$M" || fail "umount failed"
-gone || fail "daemon still running after umount: $(daemons)"
-cmp "$ZR_TMP/data" "$B/new" || fail "data not in the backing directory after umount"
+for t in $TYPES; do
+	say "mount -t $t with options"
+	rm -f "$B/new"
+	mount -t "$t" "$(src_of "$t")" "$M" -o size=32M,comp=zstd,dirty_expire=1h ||
+		fail "mount -t $t failed"
+	zr_is_mounted "$M" || fail "not mounted after mount -t $t"
+	grep -q "^comp zstd$" "$M/.zramfs/config" || fail "comp=zstd did not reach the daemon"
+	grep -q "^size 33554432$" "$M/.zramfs/config" || fail "size=32M did not reach the daemon"
+	[ "$(cat "$M/old")" = before ] || fail "existing file not visible"
+	head -c 3000000 /dev/urandom >"$ZR_TMP/data"
+	cp "$ZR_TMP/data" "$M/new"
+	umount "$M" || fail "umount failed"
+	gone || fail "daemon still running after umount: $(daemons)"
+	cmp "$ZR_TMP/data" "$B/new" || fail "data not in the backing directory after umount"
+done
 
 say "fstab line (mount MOUNTPOINT)"
 FSTAB=$ZR_TMP/fstab
-echo "$B $M fuse.zramfs size=16M,noauto,allow_other 0 0" >"$FSTAB"
+echo "$SRC $M fuse size=16M,noauto,allow_other 0 0" >"$FSTAB"
 mount -T "$FSTAB" "$M" || fail "mount through an fstab line failed"
 zr_is_mounted "$M" || fail "not mounted from the fstab line"
 awk -v m="$M" '$5 == m' /proc/self/mountinfo | grep -q allow_other || fail "allow_other not in effect"
@@ -52,7 +64,7 @@ umount "$M" || fail "umount failed"
 gone || fail "daemon still running after umount: $(daemons)"
 
 say "a bad option through mount -t: refused, nothing mounted"
-if mount -t fuse.zramfs "$B" "$M" -o size=lots 2>"$ZR_TMP/err"; then
+if mount -t fuse "$SRC" "$M" -o size=lots 2>"$ZR_TMP/err"; then
 	umount "$M"
 	fail "mount accepted size=lots"
 fi
