@@ -730,6 +730,25 @@ static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 		__atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE == 0);
 }
 
+/* The backing file's writeback is started every this many bytes of a
+ * stream. */
+#define ZR_KICK_BYTES (8ull << 20)
+
+/*
+ * A stream goes to the backing file as it arrives; start the backing
+ * filesystem's writeback of it every ZR_KICK_BYTES, so that the disk writes
+ * while the stream still arrives rather than all at the writer's fsync (or
+ * when the kernel's dirty limits are reached). Best effort: a failed write
+ * shows at the next fsync of the backing file.
+ */
+static void kick_writeback(struct zr_inode *ino, int fd, uint64_t len)
+{
+	if (__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED) < ZR_KICK_BYTES ||
+	    __atomic_exchange_n(&ino->unkicked, 0, __ATOMIC_RELAXED) < ZR_KICK_BYTES)
+		return;
+	(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 /*
  * Write @len bytes from @src at block @idx of @ino (@nblk blocks) to the
  * backing file @fd and drop the tier's copies of those blocks, under the
@@ -746,8 +765,10 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (rc == 0)
 		zr_file_drop(ino->blocks, idx, nblk);
 	zr_file_io_unlock(ino->blocks);
-	if (rc == 0)
+	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
+		kick_writeback(ino, fd, len);
+	}
 	return rc;
 }
 

@@ -139,6 +139,9 @@ struct zr_inode {
 	uint64_t seq_bytes;		/* length of the current sequential stream */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
+	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
+					 * file since its writeback was last started
+					 * (data.c: to_backing) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */
