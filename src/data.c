@@ -731,8 +731,9 @@ static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 }
 
 /* The backing file's writeback is started every this many bytes of a
- * stream. */
-#define ZR_KICK_BYTES (8ull << 20)
+ * stream: not at once, so that a scratch file that is deleted soon may
+ * never reach the disk (the backing page cache holds it). */
+#define ZR_KICK_BYTES (64ull << 20)
 
 /*
  * A stream goes to the backing file as it arrives; start the backing
