@@ -125,6 +125,10 @@ struct zr_inode {
 					 * (a shared writer grows it with a CAS) */
 	bool size_valid;		/* size was loaded from the backing file */
 	bool times_dirty;		/* fs->attr_lock: mtime must be stamped on the backing file */
+	struct stat *gone_st;		/* lock: the attributes (nlink 0) kept when the
+					 * last name went, for the kernel's GETATTR and
+					 * SETATTR once nothing reaches the file (ops.c);
+					 * NULL before; freed with the inode */
 	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
 	uint64_t gen;			/* atomic: bumped before and after every change
 					 * of the data (a reader's clean insert checks it) */

@@ -500,6 +500,7 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_unlock(&fs->fd_lock);
 	if (ino->blocks)
 		zr_file_put(ino->blocks);
+	free(ino->gone_st);
 	pthread_rwlock_destroy(&ino->lock);
 	free(ino);
 }

@@ -124,11 +124,35 @@ static int at_stat(const struct zr_at *at, struct stat *st)
 	return fstatat(at->dirfd, at->name, st, at->at_flags) < 0 ? -errno : 0;
 }
 
+/*
+ * The attributes kept for @ino when its last name went (finish_unlink()),
+ * into @st. A file that nothing reaches any more (removed, not open) is
+ * still asked about by the kernel while it holds the inode: the SETATTR of
+ * its times when it writes the inode back, a GETATTR through an O_PATH
+ * descriptor. A local filesystem answers those with the file's last
+ * attributes and a link count of 0; so does zramfs, rather than fail them
+ * with ESTALE (a failed SETATTR there made the next syncfs(2) of the mount
+ * fail). Takes ino->lock for reading. @return whether there were any.
+ */
+static bool gone_stat(struct zr_inode *ino, struct stat *st)
+{
+	bool got;
+
+	pthread_rwlock_rdlock(&ino->lock);
+	got = ino->gone_st != NULL;
+	if (got)
+		*st = *ino->gone_st;
+	pthread_rwlock_unlock(&ino->lock);
+	return got;
+}
+
 static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
 	int rc = at_get_fast(fs, ino, &at);
 
+	if (rc == -ESTALE && gone_stat(ino, st))
+		return 0;
 	if (rc)
 		return rc;
 	rc = at_stat(&at, st);
@@ -290,6 +314,44 @@ static void zr_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		fuse_reply_attr(req, &st, (double)fs->timeout_s);
 }
 
+/*
+ * A SETATTR of a file that nothing reaches any more (see gone_stat()):
+ * the change goes to the kept attributes only, into @st. Takes ino->lock.
+ * @return whether there were any.
+ */
+static bool gone_setattr(struct zr_inode *ino, const struct stat *attr, int valid,
+			 struct stat *st)
+{
+	struct timespec now;
+	struct stat *g;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_rwlock_wrlock(&ino->lock);
+	g = ino->gone_st;
+	if (g) {
+		if (valid & FUSE_SET_ATTR_MODE)
+			g->st_mode = (g->st_mode & S_IFMT) | (attr->st_mode & 07777);
+		if (valid & FUSE_SET_ATTR_UID)
+			g->st_uid = attr->st_uid;
+		if (valid & FUSE_SET_ATTR_GID)
+			g->st_gid = attr->st_gid;
+		if ((valid & FUSE_SET_ATTR_SIZE) && S_ISREG(g->st_mode))
+			g->st_size = attr->st_size;
+		if (valid & FUSE_SET_ATTR_ATIME)
+			g->st_atim = (valid & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
+		if (valid & FUSE_SET_ATTR_MTIME)
+			g->st_mtim = (valid & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
+		if (valid & FUSE_SET_ATTR_CTIME)
+			g->st_ctim = attr->st_ctim;
+		else if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+				  FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))
+			g->st_ctim = now;
+		*st = *g;
+	}
+	pthread_rwlock_unlock(&ino->lock);
+	return g != NULL;
+}
+
 static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int valid, struct fuse_file_info *fi)
 {
@@ -309,6 +371,10 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		return;
 	}
 	rc = at_get_fast(fs, in, &at);
+	if (rc == -ESTALE && gone_setattr(in, attr, valid, &st)) {
+		rc = 0;
+		goto out;
+	}
 	if (rc)
 		goto out;
 	if (valid & FUSE_SET_ATTR_MODE) {
@@ -707,13 +773,24 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
  * nobody has open. Caller holds victim->lock (see above). */
 static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 			  struct zr_inode *p, const char *name, nlink_t nlink,
-			  const char *oname)
+			  const char *oname, const struct stat *st)
 {
 	bool none = zr_alias_remove(fs, victim, p, name);
 	bool last = none && (nlink <= 1 || S_ISDIR(victim->type));
 
-	if (last)
+	if (last) {
 		zr_inode_unhash(fs, victim);
+		/* its attributes, for the kernel's requests after this
+		 * (gone_stat()); without memory those fail with ESTALE */
+		if (!victim->gone_st)
+			victim->gone_st = malloc(sizeof(*victim->gone_st));
+		if (victim->gone_st) {
+			*victim->gone_st = *st;
+			victim->gone_st->st_nlink = 0;
+			zr_data_fix_stat(fs, victim, victim->gone_st);
+			victim->gone_st->st_nlink = 0;
+		}
+	}
 	if (*oname) {
 		zr_orphan_attach(fs, victim);
 		/* (a FORGET cannot pass the RENAME whose target this is, but
@@ -752,7 +829,7 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 		rc = unlinkat(pfd, name, at_flags) < 0 ? -errno : 0;
 	if (victim) {
 		if (rc == 0)
-			finish_unlink(fs, victim, p, name, nlink, oname);
+			finish_unlink(fs, victim, p, name, nlink, oname, &st);
 		else
 			undo_pin(fs, victim, pinned, oname);	/* not empty, say */
 		pthread_rwlock_unlock(&victim->lock);
@@ -838,7 +915,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (dst && (flags & RENAME_EXCHANGE))
 			zr_alias_rename(fs, dst, np, newname, op, name);
 		else if (dst)
-			finish_unlink(fs, dst, np, newname, nlink, oname);
+			finish_unlink(fs, dst, np, newname, nlink, oname, &dst_st);
 		if (src)
 			zr_alias_rename(fs, src, op, name, np, newname);
 	} else if (dst && !(flags & RENAME_EXCHANGE)) {
