@@ -736,15 +736,18 @@ static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 #define ZR_KICK_BYTES (64ull << 20)
 
 /*
- * A stream goes to the backing file as it arrives; start the backing
- * filesystem's writeback of it every ZR_KICK_BYTES, so that the disk writes
- * while the stream still arrives rather than all at the writer's fsync (or
- * when the kernel's dirty limits are reached). Best effort: a failed write
- * shows at the next fsync of the backing file.
+ * What goes to the backing file as it arrives (a stream past seq_cutoff,
+ * incompressible blocks, cache=writethrough) has the backing filesystem's
+ * writeback started every ZR_KICK_BYTES, so that the disk writes while the
+ * data still arrives rather than all at the writer's fsync (or when the
+ * kernel's dirty limits are reached). Called by data_write() once it has
+ * let go of ino->lock: sync_file_range() submits the I/O and may wait for
+ * the device's queue. Best effort: a failed write shows at the next fsync
+ * of the backing file, whose error state this does not clear.
  */
-static void kick_writeback(struct zr_inode *ino, int fd, uint64_t len)
+static void kick_writeback(struct zr_inode *ino, int fd)
 {
-	if (__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED) < ZR_KICK_BYTES ||
+	if (__atomic_load_n(&ino->unkicked, __ATOMIC_RELAXED) < ZR_KICK_BYTES ||
 	    __atomic_exchange_n(&ino->unkicked, 0, __ATOMIC_RELAXED) < ZR_KICK_BYTES)
 		return;
 	(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
@@ -768,7 +771,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
-		kick_writeback(ino, fd, len);
+		__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
@@ -969,6 +972,7 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *da
 		pthread_rwlock_wrlock(&ino->lock);
 	n = data_write_locked(fs, ino, fd, data, len, off, writepage);
 	pthread_rwlock_unlock(&ino->lock);
+	kick_writeback(ino, fd);
 	zr_fd_put(fs, ino);
 	return too_big && n >= 0 ? -EFBIG : n;
 }

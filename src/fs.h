@@ -125,10 +125,12 @@ struct zr_inode {
 					 * (a shared writer grows it with a CAS) */
 	bool size_valid;		/* size was loaded from the backing file */
 	bool times_dirty;		/* fs->attr_lock: mtime must be stamped on the backing file */
-	struct stat *gone_st;		/* lock: the attributes (nlink 0) kept when the
-					 * last name went, for the kernel's GETATTR and
-					 * SETATTR once nothing reaches the file (ops.c);
-					 * NULL before; freed with the inode */
+	struct stat *gone_st;		/* lock (set once; a relaxed atomic load
+					 * may test it for NULL without the lock): the
+					 * attributes (nlink 0) kept when the last name
+					 * went, which GETATTR and SETATTR answer from
+					 * once nothing else holds the file (ops.c:
+					 * gone_stat); freed with the inode */
 	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
 	uint64_t gen;			/* atomic: bumped before and after every change
 					 * of the data (a reader's clean insert checks it) */
@@ -145,7 +147,7 @@ struct zr_inode {
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
 					 * file since its writeback was last started
-					 * (data.c: to_backing) */
+					 * (data.c: kick_writeback) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */

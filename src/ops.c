@@ -125,34 +125,66 @@ static int at_stat(const struct zr_at *at, struct stat *st)
 }
 
 /*
- * The attributes kept for @ino when its last name went (finish_unlink()),
- * into @st. A file that nothing reaches any more (removed, not open) is
- * still asked about by the kernel while it holds the inode: the SETATTR of
- * its times when it writes the inode back, a GETATTR through an O_PATH
- * descriptor. A local filesystem answers those with the file's last
- * attributes and a link count of 0; so does zramfs, rather than fail them
- * with ESTALE (a failed SETATTR there made the next syncfs(2) of the mount
- * fail). Takes ino->lock for reading. @return whether there were any.
+ * Whether nothing but the kernel holds @ino, whose last name went: no
+ * handle, no pinned fd, no orphan name. Caller holds ino->lock.
+ */
+static bool gone_only(struct zr_inode *ino)
+{
+	return ino->gone_st && !ino->fd_pinned && ino->open_count == 0 &&
+	       !__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED);
+}
+
+/*
+ * The attributes kept for @ino when its last name went (finish_unlink(),
+ * release_pinned()), into @st, when nothing but the kernel holds it any
+ * more. The kernel still asks about such an inode: the SETATTR of its
+ * times when it writes the inode back after an unlink, a GETATTR through
+ * an O_PATH descriptor or of a removed working directory. A local
+ * filesystem answers those with the file's last attributes and a link
+ * count of 0; so does zramfs, rather than fail them with ESTALE (a failed
+ * SETATTR there made the next syncfs(2) of the mount fail), and rather
+ * than ask a cached fd of the deleted backing file, which may go from the
+ * fd cache at any time. Takes ino->lock. @return whether @st was filled.
  */
 static bool gone_stat(struct zr_inode *ino, struct stat *st)
 {
 	bool got;
 
+	if (!__atomic_load_n(&ino->gone_st, __ATOMIC_RELAXED))
+		return false;
 	pthread_rwlock_rdlock(&ino->lock);
-	got = ino->gone_st != NULL;
+	got = gone_only(ino);
 	if (got)
 		*st = *ino->gone_st;
 	pthread_rwlock_unlock(&ino->lock);
 	return got;
 }
 
+/* Keep @st (taken of the file just now) as @ino's attributes for
+ * gone_stat(), with a link count of 0. Caller holds ino->lock for writing. */
+static void gone_keep(struct zr_fs *fs, struct zr_inode *ino, const struct stat *st)
+{
+	struct stat *g = ino->gone_st;
+
+	if (!g) {
+		g = malloc(sizeof(*g));
+		if (!g)
+			return;	/* the kernel's later requests get ESTALE */
+	}
+	*g = *st;
+	zr_data_fix_stat(fs, ino, g);
+	g->st_nlink = 0;
+	__atomic_store_n(&ino->gone_st, g, __ATOMIC_RELEASE);
+}
+
 static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
-	int rc = at_get_fast(fs, ino, &at);
+	int rc;
 
-	if (rc == -ESTALE && gone_stat(ino, st))
+	if (gone_stat(ino, st))
 		return 0;
+	rc = at_get_fast(fs, ino, &at);
 	if (rc)
 		return rc;
 	rc = at_stat(&at, st);
@@ -315,41 +347,51 @@ static void zr_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /*
- * A SETATTR of a file that nothing reaches any more (see gone_stat()):
- * the change goes to the kept attributes only, into @st. Takes ino->lock.
- * @return whether there were any.
+ * A SETATTR of a file that only the kernel holds (see gone_stat()): the
+ * change goes to the kept attributes only, into @st. Takes ino->lock.
+ * @return 1 when done, 0 when the file is not such a one, or -errno.
  */
-static bool gone_setattr(struct zr_inode *ino, const struct stat *attr, int valid,
-			 struct stat *st)
+static int gone_setattr(struct zr_inode *ino, const struct stat *attr, int valid,
+			struct stat *st)
 {
 	struct timespec now;
 	struct stat *g;
+	int rc = 0;
 
+	if (!__atomic_load_n(&ino->gone_st, __ATOMIC_RELAXED))
+		return 0;
 	clock_gettime(CLOCK_REALTIME, &now);
 	pthread_rwlock_wrlock(&ino->lock);
+	if (!gone_only(ino))
+		goto out;
 	g = ino->gone_st;
-	if (g) {
-		if (valid & FUSE_SET_ATTR_MODE)
-			g->st_mode = (g->st_mode & S_IFMT) | (attr->st_mode & 07777);
-		if (valid & FUSE_SET_ATTR_UID)
-			g->st_uid = attr->st_uid;
-		if (valid & FUSE_SET_ATTR_GID)
-			g->st_gid = attr->st_gid;
-		if ((valid & FUSE_SET_ATTR_SIZE) && S_ISREG(g->st_mode))
-			g->st_size = attr->st_size;
-		if (valid & FUSE_SET_ATTR_ATIME)
-			g->st_atim = (valid & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
-		if (valid & FUSE_SET_ATTR_MTIME)
-			g->st_mtim = (valid & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
-		if (valid & FUSE_SET_ATTR_CTIME)
-			g->st_ctim = attr->st_ctim;
-		else if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
-				  FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))
-			g->st_ctim = now;
-		*st = *g;
+	if ((valid & FUSE_SET_ATTR_SIZE) && !S_ISREG(g->st_mode)) {
+		rc = S_ISDIR(g->st_mode) ? -EISDIR : -EINVAL;
+		goto out;
 	}
+	if (valid & FUSE_SET_ATTR_MODE)
+		g->st_mode = (g->st_mode & S_IFMT) | (attr->st_mode & 07777);
+	if (valid & FUSE_SET_ATTR_UID)
+		g->st_uid = attr->st_uid;
+	if (valid & FUSE_SET_ATTR_GID)
+		g->st_gid = attr->st_gid;
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		g->st_size = attr->st_size;
+		g->st_blocks = ZR_MIN(g->st_blocks, (blkcnt_t)((attr->st_size + 511) / 512));
+	}
+	if (valid & FUSE_SET_ATTR_ATIME)
+		g->st_atim = (valid & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
+	if (valid & FUSE_SET_ATTR_MTIME)
+		g->st_mtim = (valid & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
+	if (valid & FUSE_SET_ATTR_CTIME)
+		g->st_ctim = attr->st_ctim;
+	else
+		g->st_ctim = now;
+	*st = *g;
+	rc = 1;
+out:
 	pthread_rwlock_unlock(&ino->lock);
-	return g != NULL;
+	return rc;
 }
 
 static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -370,11 +412,12 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		}
 		return;
 	}
-	rc = at_get_fast(fs, in, &at);
-	if (rc == -ESTALE && gone_setattr(in, attr, valid, &st)) {
-		rc = 0;
+	rc = gone_setattr(in, attr, valid, &st);
+	if (rc) {
+		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
+	rc = at_get_fast(fs, in, &at);
 	if (rc)
 		goto out;
 	if (valid & FUSE_SET_ATTR_MODE) {
@@ -779,17 +822,13 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 	bool last = none && (nlink <= 1 || S_ISDIR(victim->type));
 
 	if (last) {
+		struct stat now = *st;
+
 		zr_inode_unhash(fs, victim);
-		/* its attributes, for the kernel's requests after this
-		 * (gone_stat()); without memory those fail with ESTALE */
-		if (!victim->gone_st)
-			victim->gone_st = malloc(sizeof(*victim->gone_st));
-		if (victim->gone_st) {
-			*victim->gone_st = *st;
-			victim->gone_st->st_nlink = 0;
-			zr_data_fix_stat(fs, victim, victim->gone_st);
-			victim->gone_st->st_nlink = 0;
-		}
+		/* its attributes, for the kernel's requests once nothing
+		 * else holds it (gone_stat()); an unlink changes the ctime */
+		clock_gettime(CLOCK_REALTIME, &now.st_ctim);
+		gone_keep(fs, victim, &now);
 	}
 	if (*oname) {
 		zr_orphan_attach(fs, victim);
@@ -1165,12 +1204,13 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void release_pinned(struct zr_fs *fs, struct zr_inode *in)
 {
 	struct stat st;
-	bool linked = false, keep, unpin;
+	bool have_st = false, linked = false, keep, unpin;
 	int fd, rc = 0;
 
 	fd = zr_fd_get_cached(fs, in);
 	if (fd >= 0) {
-		linked = fstat(fd, &st) == 0 && st.st_nlink > 0;
+		have_st = fstat(fd, &st) == 0;
+		linked = have_st && st.st_nlink > 0;
 		zr_fd_put(fs, in);
 	}
 	if (linked)
@@ -1184,8 +1224,12 @@ static void release_pinned(struct zr_fs *fs, struct zr_inode *in)
 		/* done, or pinned again meanwhile: ours is not needed */
 		unpin = true;
 	}
-	if (!keep && !linked && in->unlinked)
+	if (!keep && !linked && in->unlinked) {
+		/* what it was at its last close, for gone_stat() */
+		if (have_st)
+			gone_keep(fs, in, &st);
 		zr_data_drop_inode(fs, in);
+	}
 	pthread_rwlock_unlock(&in->lock);
 	if (unpin)
 		zr_fd_unpin(fs, in);

@@ -12,6 +12,7 @@
 #     untar for the benchmarks).
 #  2. fstat through an O_PATH descriptor of a removed file: nlink 0, its
 #     size, mode and owner; the kernel's later requests for it succeed.
+#     A chmod and a utime through the descriptor after the unlink stick.
 #  3. a removed working directory beyond the daemon's pinned-fd cap: stat .
 #     gives nlink 0 (dir_handles.sh covers the ones it keeps an fd for).
 . "$(dirname "$0")/lib.sh"
@@ -74,6 +75,27 @@ for i, fd in enumerate(fds):
               (i, st.st_nlink, st.st_size, st.st_mode & 0o7777, st.st_uid))
         bad += 1
     os.close(fd)
+# a change made through the descriptor sticks, whether or not the daemon
+# still had the deleted file's fd cached (a reviewer's case: chmod went to
+# the cached fd, then, with the fd gone from the cache, fstat showed the
+# mode from before)
+h = "%s/h" % m
+fd = os.open(h, os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"z" * 3000)
+os.close(fd)
+os.chmod(h, 0o644)
+p = os.open(h, os.O_PATH)
+os.unlink(h)
+os.chmod("/proc/self/fd/%d" % p, 0o600)
+for i in range(100):       # max_fds=64: the fd cache turns over
+    os.close(os.open("%s/churn%d" % (m, i), os.O_CREAT | os.O_WRONLY, 0o600))
+os.utime("/proc/self/fd/%d" % p, (1000000, 2000000))
+st = os.fstat(p)
+if (st.st_mode & 0o7777, st.st_mtime, st.st_nlink, st.st_size) != (0o600, 2000000, 0, 3000):
+    print("     h: mode %o mtime %d nlink %d size %d, expected 600 2000000 0 3000" %
+          (st.st_mode & 0o7777, st.st_mtime, st.st_nlink, st.st_size))
+    bad += 1
+os.close(p)
 # more removed working directories than the daemon keeps fds for
 # (max_fds=64: a quarter of it, at least 16)
 pids = []
