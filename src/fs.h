@@ -125,13 +125,13 @@ struct zr_inode {
 					 * (a shared writer grows it with a CAS) */
 	bool size_valid;		/* size was loaded from the backing file */
 	bool times_dirty;		/* fs->attr_lock: mtime must be stamped on the backing file */
-	struct stat *gone_st;		/* lock (set once; a relaxed atomic load
+	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
+	struct stat *gone_st;		/* lock (the pointer is set once; a relaxed load
 					 * may test it for NULL without the lock): the
 					 * attributes (nlink 0) kept when the last name
 					 * went, which GETATTR and SETATTR answer from
 					 * once nothing else holds the file (ops.c:
 					 * gone_stat); freed with the inode */
-	struct timespec mtime;		/* fs->attr_lock: cached mtime when times_dirty */
 	uint64_t gen;			/* atomic: bumped before and after every change
 					 * of the data (a reader's clean insert checks it) */
 	unsigned open_count;		/* open file (or directory) handles */
