@@ -176,6 +176,21 @@ int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms);
 uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
 				  uint64_t max_ms);
 
+/**
+ * zr_store_recompress_pending() - whether the last zr_store_recompress_idle()
+ * pass (or zr_store_recompress_more() slice) stopped with idle blocks left.
+ */
+bool zr_store_recompress_pending(struct zr_store *st);
+
+/**
+ * zr_store_recompress_more() - go on with the idle blocks of the last pass,
+ * for at most @max_ms milliseconds, but only when no block was read or
+ * written since that pass or the previous slice ended, and only until one
+ * is: idle CPU finishes the recompression soon after the data goes quiet,
+ * instead of 1 s a pass. @return bytes of RAM saved.
+ */
+uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms);
+
 /** Drop every clean block. @return bytes of RAM freed. */
 uint64_t zr_store_drop_clean(struct zr_store *st);
 

@@ -18,10 +18,13 @@
 /*
  * Every file (inode) has a block map: a radix tree keyed by block index,
  * like the kernel's xarray. Interior nodes have 64 children; leaves hold 16
- * slots inline (384 bytes), so a small file costs one leaf and a hole costs
- * nothing. The tree is as tall as its highest index needs: a block at index
- * 2^40 costs one leaf and six interior nodes. Nodes and file records count
- * as metadata against the budget.
+ * slots inline (384 bytes), and a hole costs nothing. The tree is as tall
+ * as its highest index needs: a block at index 2^40 costs one leaf and six
+ * interior nodes. A file whose only block is block 0, most of a source
+ * tree, has a root leaf of a single slot (24 bytes instead of 384: 28 MB
+ * less for the 78,000 files of a kernel tree), widened to a full leaf when
+ * a second block arrives. Nodes and file records count as metadata against
+ * the budget.
  *
  * A slot is 24 bytes: the pool handle or the same-fill pattern, one info
  * word (stored length, codec, flags) and the policy state. Stored length is
@@ -51,6 +54,7 @@
 #define LEAF_SLOTS (1u << LEAF_BITS)
 #define NODE_BITS 6
 #define NODE_SLOTS (1u << NODE_BITS)
+#define SMALL_LEAF_SLOTS 1u	/* a root leaf that holds block 0 only */
 #define MAX_HEIGHT 10		/* 4 + 6 * 10 >= 64 bits of index */
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
 #define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
@@ -74,9 +78,8 @@ struct zr_slot {
 _Static_assert(sizeof(struct zr_slot) <= 24, "a slot must stay within 24 bytes");
 _Static_assert(ZR_CODEC_COUNT <= 4, "codec id must fit in 2 bits");
 
-struct zr_leaf {
-	struct zr_slot slot[LEAF_SLOTS];
-};
+/* A leaf is an array of LEAF_SLOTS slots, or of root_slots for the root
+ * leaf of a tree of height 0 (leaf_slots()). */
 
 struct zr_inner {
 	unsigned count;			/* non-NULL children */
@@ -91,6 +94,8 @@ struct zr_file {
 	pthread_mutex_t lock;		/* protects everything below but the atomics */
 	void *root;			/* map root: a leaf when height == 0 */
 	unsigned height;		/* interior levels above the leaves */
+	unsigned root_slots;		/* slots of the root leaf when height == 0:
+					 * SMALL_LEAF_SLOTS or LEAF_SLOTS */
 	uint64_t map_bytes;		/* bytes of nodes */
 	uint64_t nblocks;		/* present blocks; atomic reads */
 	uint64_t ndirty;		/* dirty blocks; atomic reads */
@@ -107,6 +112,10 @@ struct zr_store {
 	struct zr_policy *pol;
 	pthread_mutex_t reclaim_lock;	/* one reclaimer at a time */
 	uint32_t idle_mark;		/* reclaim_lock: policy clock at the last idle pass */
+	uint32_t recomp_mark;		/* reclaim_lock: the mark the last pass used */
+	uint32_t recomp_clock;		/* reclaim_lock: policy clock when a slice ended */
+	bool recomp_more;		/* reclaim_lock (relaxed atomic reads): the last
+					 * pass or slice stopped with idle blocks left */
 	pthread_mutex_t files_lock;	/* protects the list and the cursor */
 	struct zr_file *head, *tail;	/* every live file */
 	struct zr_file *cursor;		/* sweep position: file ... */
@@ -241,9 +250,23 @@ static inline unsigned child_shift(unsigned height)
 	return LEAF_BITS + NODE_BITS * (height - 1);
 }
 
-static void *node_alloc(struct zr_file *f, bool leaf)
+/* Size of a node: a leaf of @slots slots, or an interior node when 0. */
+static size_t node_size(unsigned slots)
 {
-	size_t size = leaf ? sizeof(struct zr_leaf) : sizeof(struct zr_inner);
+	return slots ? slots * sizeof(struct zr_slot) : sizeof(struct zr_inner);
+}
+
+/* Slots of @leaf, a leaf of @f's map. */
+static inline unsigned leaf_slots(const struct zr_file *f, const void *leaf)
+{
+	return leaf == f->root ? f->root_slots : LEAF_SLOTS;
+}
+
+/* A zeroed node: a leaf of @slots slots, or an interior node when 0.
+ * Free with node_free(). @return NULL when out of memory. */
+static void *node_alloc(struct zr_file *f, unsigned slots)
+{
+	size_t size = node_size(slots);
 	void *p = calloc(1, size);
 
 	if (p) {
@@ -254,9 +277,9 @@ static void *node_alloc(struct zr_file *f, bool leaf)
 	return p;
 }
 
-static void node_free(struct zr_file *f, void *p, bool leaf)
+static void node_free(struct zr_file *f, void *p, unsigned slots)
 {
-	size_t size = leaf ? sizeof(struct zr_leaf) : sizeof(struct zr_inner);
+	size_t size = node_size(slots);
 
 	f->map_bytes -= size;
 	zr_stat_sub(&f->st->meta, size);
@@ -276,7 +299,26 @@ static struct zr_slot *map_lookup(struct zr_file *f, uint64_t idx)
 		if (!n)
 			return NULL;
 	}
-	return &((struct zr_leaf *)n)->slot[idx & (LEAF_SLOTS - 1)];
+	if ((idx & (LEAF_SLOTS - 1)) >= leaf_slots(f, n))
+		return NULL;
+	return (struct zr_slot *)n + (idx & (LEAF_SLOTS - 1));
+}
+
+/* Make the root leaf (height 0) a full one. @return 0 or -ENOMEM. */
+static int root_widen(struct zr_file *f)
+{
+	struct zr_slot *l;
+
+	if (f->root_slots == LEAF_SLOTS)
+		return 0;
+	l = node_alloc(f, LEAF_SLOTS);
+	if (!l)
+		return -ENOMEM;
+	memcpy(l, f->root, f->root_slots * sizeof(*l));
+	node_free(f, f->root, f->root_slots);
+	f->root = l;
+	f->root_slots = LEAF_SLOTS;
+	return 0;
 }
 
 static inline struct zr_slot *lookup_present(struct zr_file *f, uint64_t idx)
@@ -297,9 +339,11 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 		f->height = 0;
 		while (idx > span_max(f->height))
 			f->height++;
+	} else if (f->height == 0 && idx >= f->root_slots && root_widen(f)) {
+		return NULL;	/* (a taller tree needs a full leaf below too) */
 	}
 	while (idx > span_max(f->height)) {
-		struct zr_inner *in = node_alloc(f, false);
+		struct zr_inner *in = node_alloc(f, 0);
 
 		if (!in)
 			return NULL;
@@ -309,9 +353,13 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 		f->height++;
 	}
 	if (!f->root) {
-		f->root = node_alloc(f, f->height == 0);
+		unsigned slots = f->height ? 0 : idx < SMALL_LEAF_SLOTS ? SMALL_LEAF_SLOTS
+									: LEAF_SLOTS;
+
+		f->root = node_alloc(f, slots);
 		if (!f->root)
 			return NULL;
+		f->root_slots = slots;
 	}
 	link = &f->root;
 	for (h = f->height; h > 0; h--) {
@@ -319,26 +367,28 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 
 		link = &in->child[(idx >> child_shift(h)) & (NODE_SLOTS - 1)];
 		if (!*link) {
-			*link = node_alloc(f, h == 1);
+			*link = node_alloc(f, h == 1 ? LEAF_SLOTS : 0);
 			if (!*link)
 				return NULL;
 			in->count++;
 		}
 	}
-	return &((struct zr_leaf *)*link)->slot[idx & (LEAF_SLOTS - 1)];
+	return (struct zr_slot *)*link + (idx & (LEAF_SLOTS - 1));
 }
 
-static bool leaf_empty(const struct zr_leaf *l)
+static bool leaf_empty(const struct zr_file *f, const struct zr_slot *l)
 {
-	unsigned i;
+	unsigned i, n = leaf_slots(f, l);
 
-	for (i = 0; i < LEAF_SLOTS; i++)
-		if (slot_has(&l->slot[i], ZR_SLOT_PRESENT))
+	for (i = 0; i < n; i++)
+		if (slot_has(&l[i], ZR_SLOT_PRESENT))
 			return false;
 	return true;
 }
 
-/* Free the empty nodes on the path to @idx and lower the tree if it can be. */
+/* Free the empty nodes on the path to @idx, lower the tree if it can be, and
+ * narrow a root leaf that holds block 0 alone. Slot pointers into the map
+ * are stale afterwards. */
 static void map_prune(struct zr_file *f, uint64_t idx)
 {
 	void *path[MAX_HEIGHT + 1];
@@ -359,12 +409,12 @@ static void map_prune(struct zr_file *f, uint64_t idx)
 	while (depth > 0) {
 		unsigned i = depth - 1, nh = top - i;
 		void *node = path[i];
-		bool empty = nh == 0 ? leaf_empty(node)
+		bool empty = nh == 0 ? leaf_empty(f, node)
 				     : ((struct zr_inner *)node)->count == 0;
 
 		if (!empty)
 			break;
-		node_free(f, node, nh == 0);
+		node_free(f, node, nh == 0 ? leaf_slots(f, node) : 0);
 		if (i == 0) {
 			f->root = NULL;
 			f->height = 0;
@@ -384,22 +434,42 @@ static void map_prune(struct zr_file *f, uint64_t idx)
 			break;
 		f->root = r->child[0];
 		f->height--;
-		node_free(f, r, false);
+		node_free(f, r, 0);
+		if (f->height == 0)
+			f->root_slots = LEAF_SLOTS;	/* was a leaf below */
+	}
+	/* A root leaf left with block 0 alone goes back to a small one
+	 * (best effort: it stays full when there is no memory). */
+	if (f->root && f->height == 0 && f->root_slots > SMALL_LEAF_SLOTS) {
+		struct zr_slot *l = f->root, *small;
+		unsigned i;
+
+		for (i = SMALL_LEAF_SLOTS; i < LEAF_SLOTS; i++)
+			if (slot_has(&l[i], ZR_SLOT_PRESENT))
+				return;
+		small = node_alloc(f, SMALL_LEAF_SLOTS);
+		if (!small)
+			return;
+		memcpy(small, l, SMALL_LEAF_SLOTS * sizeof(*l));
+		node_free(f, l, LEAF_SLOTS);
+		f->root = small;
+		f->root_slots = SMALL_LEAF_SLOTS;
 	}
 }
 
-static struct zr_slot *node_next(void *n, unsigned h, uint64_t base,
-				 uint64_t from, uint64_t *idx)
+static struct zr_slot *node_next(struct zr_file *f, void *n, unsigned h,
+				 uint64_t base, uint64_t from, uint64_t *idx)
 {
 	unsigned i;
 
 	if (h == 0) {
-		struct zr_leaf *l = n;
+		struct zr_slot *l = n;
+		unsigned slots = leaf_slots(f, l);
 
-		for (i = from > base ? (unsigned)(from - base) : 0; i < LEAF_SLOTS; i++) {
-			if (slot_has(&l->slot[i], ZR_SLOT_PRESENT)) {
+		for (i = from > base ? (unsigned)(from - base) : 0; i < slots; i++) {
+			if (slot_has(&l[i], ZR_SLOT_PRESENT)) {
 				*idx = base + i;
-				return &l->slot[i];
+				return &l[i];
 			}
 		}
 		return NULL;
@@ -412,7 +482,7 @@ static struct zr_slot *node_next(void *n, unsigned h, uint64_t base,
 
 		if (!in->child[i])
 			continue;
-		s = node_next(in->child[i], h - 1, base + ((uint64_t)i << sh), from, idx);
+		s = node_next(f, in->child[i], h - 1, base + ((uint64_t)i << sh), from, idx);
 		if (s)
 			return s;
 	}
@@ -424,7 +494,7 @@ static struct zr_slot *map_next(struct zr_file *f, uint64_t from, uint64_t *idx)
 {
 	if (!f->root || from > span_max(f->height))
 		return NULL;
-	return node_next(f->root, f->height, 0, from, idx);
+	return node_next(f, f->root, f->height, 0, from, idx);
 }
 
 /* Forget a present slot: counters, pool object. The caller prunes. */
@@ -451,14 +521,15 @@ static uint64_t block_remove(struct zr_file *f, uint64_t idx, struct zr_slot *s)
 
 static void node_free_all(struct zr_file *f, void *n, unsigned h)
 {
-	unsigned i;
+	unsigned i, slots = 0;
 
 	if (h == 0) {
-		struct zr_leaf *l = n;
+		struct zr_slot *l = n;
 
-		for (i = 0; i < LEAF_SLOTS; i++)
-			if (slot_has(&l->slot[i], ZR_SLOT_PRESENT))
-				slot_release(f, &l->slot[i]);
+		slots = leaf_slots(f, l);
+		for (i = 0; i < slots; i++)
+			if (slot_has(&l[i], ZR_SLOT_PRESENT))
+				slot_release(f, &l[i]);
 	} else {
 		struct zr_inner *in = n;
 
@@ -466,7 +537,7 @@ static void node_free_all(struct zr_file *f, void *n, unsigned h)
 			if (in->child[i])
 				node_free_all(f, in->child[i], h - 1);
 	}
-	node_free(f, n, h == 0);
+	node_free(f, n, slots);
 }
 
 /* ---- encoding and decoding one block ---- */
@@ -1399,35 +1470,40 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	return old - (uint32_t)n;
 }
 
-uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
-				  uint64_t max_ms)
+/*
+ * One pass of idle recompression over every file: blocks last touched at or
+ * before @mark go to the cold codec, up to @max_blocks and until @deadline
+ * (zr_now_ms()). With @quiet, it also stops as soon as the policy clock moves
+ * (a block was read or written: the foreground comes first). @more: set when
+ * it stopped early. @return bytes saved.
+ */
+static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max_blocks,
+				uint64_t deadline, bool quiet, bool *more)
 {
 	struct zr_file *f = NULL;
 	uint64_t saved = 0, done = 0, pos, idx;
-	uint64_t deadline = max_ms ? zr_now_ms() + max_ms : UINT64_MAX;
-	uint32_t mark, now = zr_policy_clock(st->pol);
+	uint32_t clock = zr_policy_clock(st->pol);
 	struct zr_slot *s;
 
-	pthread_mutex_lock(&st->reclaim_lock);
-	mark = st->idle_mark;
-	st->idle_mark = now;
-	pthread_mutex_unlock(&st->reclaim_lock);
-	if (st->cfg.cold_comp == ZR_CODEC_NONE ||
-	    (st->cfg.cold_comp == st->cfg.comp && st->cfg.cold_level == st->cfg.comp_level))
-		return 0;
+	*more = false;
 	while ((f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;
-		while (done < max_blocks && (s = map_next(f, pos, &idx))) {
+		while ((s = map_next(f, pos, &idx))) {
 			/* idle: last touched before the previous pass (wrap-safe) */
 			if (!slot_has(s, ZR_SLOT_COLD | ZR_SLOT_RAW | ZR_SLOT_SAME |
 					 ZR_SLOT_UNDER_WB) &&
 			    mark != 0 && (int32_t)(mark - s->ps.atime) >= 0) {
+				if (done >= max_blocks) {
+					*more = true;
+					break;
+				}
 				saved += recompress(f, s);
 				/* every 64 blocks: look at the clock, and let
 				 * readers and writers of this file in */
 				if (++done % 64 == 0) {
-					if (zr_now_ms() > deadline)
+					if (zr_now_ms() > deadline ||
+					    (quiet && zr_policy_clock(st->pol) != clock))
 						max_blocks = done;
 					pthread_mutex_unlock(&f->lock);
 					pthread_mutex_lock(&f->lock);
@@ -1438,7 +1514,66 @@ uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
 			pos = idx + 1;
 		}
 		pthread_mutex_unlock(&f->lock);
+		if (*more) {
+			zr_file_put(f);
+			break;
+		}
 	}
+	return saved;
+}
+
+/* Whether the cold codec would store a block differently from the hot one. */
+static bool recompress_useful(const struct zr_store *st)
+{
+	return st->cfg.cold_comp != ZR_CODEC_NONE &&
+	       (st->cfg.cold_comp != st->cfg.comp || st->cfg.cold_level != st->cfg.comp_level);
+}
+
+uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
+				  uint64_t max_ms)
+{
+	uint64_t deadline = max_ms ? zr_now_ms() + max_ms : UINT64_MAX, saved;
+	uint32_t mark;
+	bool more;
+
+	pthread_mutex_lock(&st->reclaim_lock);
+	mark = st->idle_mark;
+	st->idle_mark = zr_policy_clock(st->pol);
+	pthread_mutex_unlock(&st->reclaim_lock);
+	if (!recompress_useful(st))
+		return 0;
+	saved = recompress_pass(st, mark, max_blocks, deadline, false, &more);
+	pthread_mutex_lock(&st->reclaim_lock);
+	st->recomp_mark = mark;
+	st->recomp_clock = zr_policy_clock(st->pol);
+	__atomic_store_n(&st->recomp_more, more, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&st->reclaim_lock);
+	return saved;
+}
+
+bool zr_store_recompress_pending(struct zr_store *st)
+{
+	return __atomic_load_n(&st->recomp_more, __ATOMIC_RELAXED);
+}
+
+uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms)
+{
+	uint64_t saved = 0;
+	uint32_t mark;
+	bool more = true;
+
+	pthread_mutex_lock(&st->reclaim_lock);
+	if (st->recomp_more && zr_policy_clock(st->pol) == st->recomp_clock) {
+		/* quiet since the last pass or slice: go on with its mark */
+		mark = st->recomp_mark;
+		pthread_mutex_unlock(&st->reclaim_lock);
+		saved = recompress_pass(st, mark, UINT64_MAX, zr_now_ms() + max_ms,
+					true, &more);
+		pthread_mutex_lock(&st->reclaim_lock);
+		__atomic_store_n(&st->recomp_more, more, __ATOMIC_RELAXED);
+	}
+	st->recomp_clock = zr_policy_clock(st->pol);
+	pthread_mutex_unlock(&st->reclaim_lock);
 	return saved;
 }
 

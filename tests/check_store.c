@@ -272,6 +272,51 @@ START_TEST(test_recompress_idle)
 }
 END_TEST
 
+/* A pass that stops early leaves the rest pending; zr_store_recompress_more()
+ * finishes it with the same mark, but not in a slice after a block was used. */
+START_TEST(test_recompress_more)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+	unsigned i, n = 200;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	ck_assert(!zr_store_recompress_pending(st));
+	ck_assert_uint_eq(zr_store_recompress_more(st, 1000), 0);	/* nothing pending */
+	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);		/* marks */
+	ck_assert_uint_gt(zr_store_recompress_idle(st, 10, 0), 0);
+	ck_assert(zr_store_recompress_pending(st));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_cold, 10);
+	/* a block read since the pass: this slice waits for a quiet one */
+	ck_assert_int_eq(zr_file_read(f, n - 1, out), 1);
+	ck_assert_uint_eq(zr_store_recompress_more(st, 1000), 0);
+	ck_assert(zr_store_recompress_pending(st));
+	/* quiet now: the rest of the pass, except the block in use */
+	ck_assert_uint_gt(zr_store_recompress_more(st, 1000), 0);
+	ck_assert(!zr_store_recompress_pending(st));
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_cold, n - 1);
+	ck_assert_int_eq(zr_file_test_flags(f, n - 1) & ZR_SLOT_COLD, 0);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
 /* Random data does not save min_saving: stored raw, whole block. */
 START_TEST(test_raw)
 {
@@ -347,6 +392,75 @@ START_TEST(test_sparse)
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);
+	free(out);
+}
+END_TEST
+
+/* A file whose only block is block 0 costs one slot of map; a second block
+ * widens the root leaf, and dropping it narrows the leaf again. */
+START_TEST(test_small_leaf)
+{
+	uint32_t bs = 4096;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *a = xmalloc(bs), *b = xmalloc(bs), *c = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_file *f, *g;
+	uint64_t idx, one;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 1, a, bs);
+	zr_datagen_fill(ZR_DATA_MIXED, 2, b, bs);
+	zr_datagen_fill(ZR_DATA_BINARY, 3, c, bs);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	ck_assert_int_eq(zr_file_write(f, 0, a, ZR_WRITE_DIRTY), 0);
+	one = zr_file_test_map_bytes(f);
+	ck_assert_uint_gt(one, 0);
+	ck_assert_uint_le(one, 32);
+	ck_assert_int_eq(zr_file_read(f, 1, out), 0);
+	ck_assert_int_eq(zr_file_next_present(f, 1, &idx), 0);
+	/* a second block in the same leaf: widened, block 0 kept */
+	ck_assert_int_eq(zr_file_write(f, 5, b, ZR_WRITE_DIRTY), 0);
+	ck_assert_uint_ge(zr_file_test_map_bytes(f), 16 * one);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(a, out, bs);
+	ck_assert_int_eq(zr_file_read(f, 5, out), 1);
+	ck_assert_mem_eq(b, out, bs);
+	ck_assert_int_eq(zr_file_next_present(f, 1, &idx), 1);
+	ck_assert_uint_eq(idx, 5);
+	/* a third beyond the leaf: the tree grows over the full leaf */
+	ck_assert_int_eq(zr_file_write(f, 40, c, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(a, out, bs);
+	ck_assert_int_eq(zr_file_read(f, 40, out), 1);
+	ck_assert_mem_eq(c, out, bs);
+	ck_assert_uint_eq(zr_file_nblocks(f), 3);
+	/* dropping the others lowers the tree and narrows the leaf */
+	zr_file_drop(f, 1, UINT64_MAX);
+	ck_assert_uint_eq(zr_file_nblocks(f), 1);
+	ck_assert_uint_eq(zr_file_test_map_bytes(f), one);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(a, out, bs);
+	/* overwriting block 0 keeps the small leaf */
+	ck_assert_int_eq(zr_file_write(f, 0, b, ZR_WRITE_DIRTY), 0);
+	ck_assert_uint_eq(zr_file_test_map_bytes(f), one);
+	ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+	ck_assert_mem_eq(b, out, bs);
+	/* a file starting past block 0 gets a full leaf at once */
+	ck_assert_int_eq(zr_file_create(st, NULL, &g), 0);
+	ck_assert_int_eq(zr_file_write(g, 3, c, ZR_WRITE_DIRTY), 0);
+	ck_assert_uint_ge(zr_file_test_map_bytes(g), 16 * one);
+	ck_assert_int_eq(zr_file_read(g, 0, out), 0);
+	ck_assert_int_eq(zr_file_write(g, 0, a, ZR_WRITE_DIRTY), 0);
+	zr_file_drop(g, 3, 1);
+	ck_assert_uint_eq(zr_file_test_map_bytes(g), one);
+	ck_assert_int_eq(zr_file_read(g, 0, out), 1);
+	ck_assert_mem_eq(a, out, bs);
+	zr_file_put(g);
+	zr_file_put(f);
+	ck_assert_uint_eq(store_meta(st), 0);
+	ck_assert_uint_eq(pool_objs(st), 0);
+	zr_store_destroy(st);
+	free(a);
+	free(b);
+	free(c);
 	free(out);
 }
 END_TEST
@@ -899,6 +1013,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_same);
 	tcase_add_test(tc, test_raw);
 	tcase_add_test(tc, test_sparse);
+	tcase_add_test(tc, test_small_leaf);
 	tcase_add_test(tc, test_drop);
 	tcase_add_test(tc, test_stats);
 	tcase_add_test(tc, test_max_monotonic);
@@ -916,6 +1031,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
 	tcase_add_test(tc, test_recompress_idle);
+	tcase_add_test(tc, test_recompress_more);
 	suite_add_tcase(s, tc);
 	return s;
 }
