@@ -397,12 +397,21 @@ int main(int argc, char *argv[])
 	if (opt.default_permissions)
 		fuse_opt_add_arg(&args, "-odefault_permissions");
 	{
-		char fsname[PATH_MAX + 16];
+		char fsname[2 * PATH_MAX + 16];
 		char realb[PATH_MAX];
+		size_t i, o;
 
 		if (!realpath(opt.backing, realb))
 			snprintf(realb, sizeof(realb), "%s", opt.backing);
-		snprintf(fsname, sizeof(fsname), "-ofsname=%s", realb);
+		/* libfuse splits -o at commas: a backing path with a comma
+		 * must not end the option, nor add options of its own */
+		o = (size_t)snprintf(fsname, sizeof(fsname), "-ofsname=");
+		for (i = 0; realb[i] && o + 2 < sizeof(fsname); i++) {
+			if (realb[i] == ',' || realb[i] == '\\')
+				fsname[o++] = '\\';
+			fsname[o++] = realb[i];
+		}
+		fsname[o] = '\0';
 		fuse_opt_add_arg(&args, fsname);
 		fuse_opt_add_arg(&args, "-osubtype=zramfs");
 	}
