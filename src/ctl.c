@@ -132,6 +132,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
 	P("busy_poll_leads", zr_session_leads());
 	P("busy_poll_takeovers", zr_session_takeovers());
+	P("buffer_trims", zr_session_trims());
 #undef P
 	fclose(f);
 	return buf;

@@ -325,6 +325,8 @@ void zr_wb_stop(struct zr_fs *fs);
 int zr_session_hook(struct zr_fs *fs);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
+/* Request buffers idle threads gave back (session.c). */
+uint64_t zr_session_trims(void);
 void zr_session_blocking(void);
 
 /* cpulat.c */

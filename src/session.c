@@ -46,6 +46,20 @@
  * 9.4 to 7.0 µs, and an untar of 10,000 files from 1.8 to 1.5 s
  * (docs/DESIGN-NOTES.md).
  *
+ * Idle threads give their buffer back. Each libfuse worker reads requests
+ * into a buffer of its own, max_write plus a page (1 MiB), and up to 32
+ * workers stay: after a burst of large writes that is 33 MB of RSS that
+ * holds nothing. A thread whose buffer took more than ZR_TRIM_MIN since it
+ * last gave it back, and which has served no request for ZR_TRIM_IDLE_MS,
+ * madvise(MADV_DONTNEED)s the buffer's pages (the next request faults in
+ * what it fills): its waits for a request (parked, or in poll(2)) end at
+ * that time, and a thread woken earlier to lead keeps the time of its last
+ * request, so requests served by others do not hold the trim off. Only the
+ * thread that owns a buffer trims it, and only while it is not in read(2),
+ * so no request can land in pages being given back. With busy_poll=off
+ * every thread sleeps in a blocking read(2) and nothing is given back (a
+ * poll(2) with a time limit before it would wake them all at each request).
+ *
  * Locking: park_lock protects leader, lead_gen and watchdog; a thread leads
  * while its my_gen equals lead_gen (my_gen is per thread, lead_gen is also
  * read as an atomic without the lock). lead_since is a relaxed atomic
@@ -62,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,13 +96,24 @@ static uint64_t lead_gen;	/* park_lock (atomic reads): bumped for each new leade
 static bool watchdog;		/* park_lock (atomic reads): a parked thread
 				 * wakes every ZR_LEAD_CHECK_NS to check */
 static unsigned n_parked;	/* park_lock (atomic reads): threads waiting
-				 * on park_cond without a timeout */
+				 * on park_cond to lead (not the watchdog) */
 static uint64_t lead_since;	/* relaxed atomic: when the leader took its
 				 * request (ns); 0 while it waits for one */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
 static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
+
+/* An idle thread's buffer goes back after this long without a request (ms),
+ * if requests filled at least ZR_TRIM_MIN of it since it last went back. */
+#define ZR_TRIM_IDLE_MS 1000
+#define ZR_TRIM_MIN (64u * 1024u)
+
+static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
+static __thread size_t rbuf_len;	/* its length */
+static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
+static __thread uint64_t rbuf_last_ms;	/* zr_now_ms() of this thread's last request */
+static uint64_t n_trims;	/* relaxed atomic: buffers given back */
 
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
 static uint32_t init_flags_in;	/* what the kernel offered */
@@ -193,6 +219,52 @@ static bool hands_off(const void *buf, ssize_t n)
 	}
 }
 
+/* Whether this thread's buffer holds enough pages to give back when idle. */
+static bool trim_wanted(void)
+{
+	return rbuf_used >= ZR_TRIM_MIN;
+}
+
+/* Give the pages of this thread's request buffer back; they read as zeros
+ * until a request fills them again. Caller is not in read(2) on it. */
+static void trim_buffer(void)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)rbuf + page - 1) & ~(page - 1);
+	uintptr_t e = ((uintptr_t)rbuf + rbuf_len) & ~(page - 1);
+
+	if (e > a && madvise((void *)a, e - a, MADV_DONTNEED) == 0)
+		__atomic_add_fetch(&n_trims, 1, __ATOMIC_RELAXED);
+	rbuf_used = 0;
+}
+
+/* Milliseconds until this thread's buffer is due to go back (0: now). */
+static uint64_t trim_left_ms(void)
+{
+	uint64_t idle = zr_now_ms() - rbuf_last_ms;
+
+	return idle >= ZR_TRIM_IDLE_MS ? 0 : ZR_TRIM_IDLE_MS - idle;
+}
+
+/* poll(2) @pfd without a time limit, but give this thread's buffer back
+ * when it is due meanwhile. @return what poll returned. */
+static int idle_poll(struct pollfd *pfd)
+{
+	while (trim_wanted()) {
+		uint64_t left = trim_left_ms();
+		int rc;
+
+		if (!left) {
+			trim_buffer();
+			break;
+		}
+		rc = poll(pfd, 1, (int)left);
+		if (rc != 0)
+			return rc;
+	}
+	return poll(pfd, 1, -1);
+}
+
 static bool am_leader(void)
 {
 	return my_gen && my_gen == __atomic_load_n(&lead_gen, __ATOMIC_ACQUIRE);
@@ -247,8 +319,21 @@ static void park(struct zr_fs *fs)
 	while (leader) {
 		since = __atomic_load_n(&lead_since, __ATOMIC_RELAXED);
 		if (watchdog || (!since && !zr_cpulat_bursting(fs))) {
+			uint64_t left = trim_wanted() ? trim_left_ms() : UINT64_MAX;
+
+			if (!left) {	/* not while others wait for the lock */
+				pthread_mutex_unlock(&park_lock);
+				trim_buffer();
+				pthread_mutex_lock(&park_lock);
+				continue;
+			}
 			__atomic_add_fetch(&n_parked, 1, __ATOMIC_RELAXED);
-			pthread_cond_wait(&park_cond, &park_lock);
+			if (left != UINT64_MAX) {
+				zr_deadline(&ts, CLOCK_MONOTONIC, left * 1000000ull);
+				pthread_cond_timedwait(&park_cond, &park_lock, &ts);
+			} else {
+				pthread_cond_wait(&park_cond, &park_lock);
+			}
 			__atomic_sub_fetch(&n_parked, 1, __ATOMIC_RELAXED);
 			continue;
 		}
@@ -299,7 +384,7 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 				continue;
 		}
 		deadline = 0;
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+		if (idle_poll(&pfd) < 0 && errno != EINTR)
 			return -1;
 	}
 }
@@ -367,10 +452,18 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct zr_fs *fs = userdata;
-	ssize_t n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
 	int cstate;
+	ssize_t n;
 
+	rbuf = buf;
+	rbuf_len = len;
+	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
+	if (n > 0) {
+		rbuf_last_ms = zr_now_ms();
+		if ((size_t)n > rbuf_used)
+			rbuf_used = (size_t)n;
+	}
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
@@ -522,6 +615,11 @@ uint64_t zr_session_leads(void)
 }
 
 /** Times the watchdog took the leader's role over (for the stats). */
+uint64_t zr_session_trims(void)
+{
+	return __atomic_load_n(&n_trims, __ATOMIC_RELAXED);
+}
+
 uint64_t zr_session_takeovers(void)
 {
 	return __atomic_load_n(&n_takeovers, __ATOMIC_RELAXED);

@@ -1,0 +1,56 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# idle_buffers: daemon threads give their 1 MiB request buffers back when
+# idle.  Six writers of 1 MiB requests fill the buffers of many libfuse
+# workers; within a few seconds of idle time the daemon's RSS outside the
+# tier (rss_bytes - mem_used_total) must drop by at least 8 MiB (the old
+# daemon kept it all: 29 MB outside the tier after four such writers, 5.5 MB
+# now) and buffer_trims count it.  Requests after the trim still work: the
+# files read back intact; two rounds, so buffers given back fill and go
+# back again.  (With busy_poll=off threads sleep in read(2) and keep their
+# buffers: session.c.)
+ZR_TIMEOUT=180
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "measures the daemon's RSS"
+
+head -c $((32 << 20)) /dev/urandom >"$ZR_TMP/rand"
+want=$(md5sum <"$ZR_TMP/rand" | cut -d' ' -f1)
+
+# RSS of the daemon outside the tier
+outside() { echo $(($(zr_stat rss_bytes) - $(zr_stat mem_used_total))); }
+
+opts=seq_cutoff=0
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+zr_mount "$opts" "$B" "$M"
+M=$ZR_MNT
+for round in 1 2; do
+	say "round $round: six writers of 1 MiB requests"
+	pids=()
+	for j in 1 2 3 4 5 6; do
+		dd if="$ZR_TMP/rand" of="$M/r$round$j" bs=1M conv=fdatasync status=none &
+		pids+=($!)
+	done
+	wait "${pids[@]}" || fail "round $round: a writer failed"
+	busy=$(outside) t0=$(zr_stat buffer_trims)
+	idle=$busy
+	for _ in $(seq 50); do
+		sleep 0.2
+		idle=$(outside)
+		[ "$idle" -le $((busy - (8 << 20))) ] && break
+	done
+	t1=$(zr_stat buffer_trims)
+	say "outside the tier: $((busy >> 20)) MiB after the writes, $((idle >> 20)) MiB idle; buffer_trims $t0 -> $t1"
+	[ "$idle" -le $((busy - (8 << 20))) ] ||
+		fail "round $round: RSS outside the tier went from $busy to only $idle bytes in 10 s of idle time"
+	[ "$t1" -ge $((t0 + 8)) ] || fail "round $round: buffer_trims moved from $t0 to $t1 only"
+	say "requests after the trim"
+	cp "$ZR_TMP/rand" "$M/again"
+	zr_drop_kcache
+	for f in r${round}1 r${round}4 r${round}6 again; do
+		[ "$(md5sum <"$M/$f" | cut -d' ' -f1)" = "$want" ] || fail "round $round: $f changed"
+	done
+done
+zr_umount
+say "ok"
