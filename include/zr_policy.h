@@ -141,5 +141,7 @@ uint64_t zr_file_test_map_bytes(struct zr_file *f);
 #define ZR_SLOT_COLD		0x10u	/* recompressed with the cold codec */
 #define ZR_SLOT_UNDER_WB	0x20u	/* a writeback is in flight; a rewrite clears it */
 #define ZR_SLOT_IDLE		0x40u	/* not accessed since the last ZR_WB_IDLE pass */
+#define ZR_SLOT_NOCOLD		0x80u	/* the cold codec did not shrink it: not tried
+					 * again until the block is rewritten */
 
 #endif /* ZR_POLICY_H */

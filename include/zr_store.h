@@ -187,9 +187,12 @@ bool zr_store_recompress_pending(struct zr_store *st);
  * for at most @max_ms milliseconds, but only when no block was read or
  * written since that pass or the previous slice ended, and only until one
  * is: idle CPU finishes the recompression soon after the data goes quiet,
- * instead of 1 s a pass. @return bytes of RAM saved.
+ * instead of 1 s a pass. Each block is tried once: one the cold codec does
+ * not shrink is left alone until it is rewritten. @ran: set to whether it
+ * went on (false: nothing pending, or a block was used since).
+ * @return bytes of RAM saved.
  */
-uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms);
+uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ran);
 
 /** Drop every clean block. @return bytes of RAM freed. */
 uint64_t zr_store_drop_clean(struct zr_store *st);

@@ -281,6 +281,7 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 		if (zr_parse_duration_ms(cmd + 13, &v))
 			return -EINVAL;
 		__atomic_store_n(&fs->dirty_expire_ms, v, __ATOMIC_RELAXED);
+		__atomic_store_n(&fs->expire_now, true, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&fs->wb_lock);
 		pthread_cond_broadcast(&fs->wb_cond);
 		pthread_mutex_unlock(&fs->wb_lock);

@@ -1478,29 +1478,30 @@ static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	uint64_t last_sweep = zr_now_ms(), last_expire = 0;
-	bool more_fill = false, more_recomp = false, lowmem = false;
+	bool more_fill = false, recomp_fast = false, lowmem = false;
 
 	pthread_mutex_lock(&fs->wb_lock);
 	while (!fs->wb_stop) {
 		struct timespec ts;
 		uint64_t expire = __atomic_load_n(&fs->dirty_expire_ms, __ATOMIC_RELAXED);
 		uint64_t scan = ZR_MAX(ZR_MIN(expire / 4, 1000), 50), period = scan;
-		int waited;
 
-		if (more_fill || more_recomp)
+		if (more_fill || recomp_fast)
 			period = 20;	/* copies or recompression left: go on soon */
 		else if (lowmem)
 			period = ZR_MIN(period, 100);	/* memory is short */
 
 		zr_deadline(&ts, CLOCK_REALTIME, period * 1000000ull);
-		waited = pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
+		pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
 		if (fs->wb_stop)
 			break;
 		pthread_mutex_unlock(&fs->wb_lock);
 
 		/* the scan for expired data visits every file (10 ms for
-		 * 80,000): every `scan` ms, or when woken, not at each turn */
-		if (waited != ETIMEDOUT || zr_now_ms() - last_expire >= scan) {
+		 * 80,000): every `scan` ms (or at once when dirty_expire
+		 * changed), not at every turn for copies or recompression */
+		if (__atomic_exchange_n(&fs->expire_now, false, __ATOMIC_RELAXED) ||
+		    zr_now_ms() - last_expire >= scan) {
 			(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
 			last_expire = zr_now_ms();
 		}
@@ -1522,6 +1523,7 @@ static void *wb_main(void *arg)
 			/* data untouched since the last pass goes to the
 			 * strong codec, for at most 1 s of CPU a pass ... */
 			(void)zr_store_recompress_idle(fs->store, UINT64_MAX, 1000);
+			recomp_fast = zr_store_recompress_pending(fs->store);
 			/* churn leaves partly used spans: compact when they
 			 * cost more than 5% of the compressed data */
 			zr_store_get_stats(fs->store, &s);
@@ -1529,12 +1531,16 @@ static void *wb_main(void *arg)
 			    s.mem_used_total - s.meta_bytes > s.compr_data_size / 20 * 21)
 				(void)zr_store_compact(fs->store);
 			last_sweep = zr_now_ms();
-		} else if (more_recomp) {
-			/* ... and the rest in slices while no block is read
-			 * or written (a kernel tree: 12 s to all cold, not 25) */
-			(void)zr_store_recompress_more(fs->store, 200);
+		} else if (!lowmem && zr_store_recompress_pending(fs->store)) {
+			bool ran;
+
+			/* ... and the rest in slices of 100 ms, 20 ms apart,
+			 * while no block is read or written; while they are,
+			 * a look each `scan` ms (a kernel tree copied in: all
+			 * cold 9 s after the copy, not 20) */
+			(void)zr_store_recompress_more(fs->store, 100, &ran);
+			recomp_fast = ran && zr_store_recompress_pending(fs->store);
 		}
-		more_recomp = zr_store_recompress_pending(fs->store);
 		pthread_mutex_lock(&fs->wb_lock);
 	}
 	pthread_mutex_unlock(&fs->wb_lock);

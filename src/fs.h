@@ -212,6 +212,8 @@ struct zr_fs {
 	bool wb_stop;			/* wb_lock */
 	bool wb_running;
 	uint64_t dirty_expire_ms;	/* relaxed atomic; changed by control */
+	bool expire_now;		/* relaxed atomic: control changed it, so the
+					 * writeback thread scans for expired data at once */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
 	uint64_t max_file_size;		/* immutable: largest file on backing_dev (probed at mount; UINT64_MAX: not known) */
 	bool backing_in_ram;		/* immutable: the backing filesystem is tmpfs or ramfs */

@@ -49,12 +49,13 @@
  * Idle threads give their buffer back. Each libfuse worker reads requests
  * into a buffer of its own, max_write plus a page (1 MiB), and up to 32
  * workers stay: after a burst of large writes that is 33 MB of RSS that
- * holds nothing. A thread whose buffer took more than ZR_TRIM_MIN since it
- * last gave it back, and which has served no request for ZR_TRIM_IDLE_MS,
- * madvise(MADV_DONTNEED)s the buffer's pages (the next request faults in
- * what it fills): its waits for a request (parked, or in poll(2)) end at
- * that time, and a thread woken earlier to lead keeps the time of its last
- * request, so requests served by others do not hold the trim off. Only the
+ * holds nothing. A thread whose buffer took ZR_TRIM_MIN or more since it
+ * last gave it back, and which has been idle for ZR_TRIM_IDLE_MS since its
+ * last request ended, madvise(MADV_DONTNEED)s the buffer's pages (the next
+ * request faults in what it fills): its waits for a request (parked, or in
+ * poll(2)) end at that time, and a thread woken earlier to lead keeps the
+ * time of its last request, so requests served by others do not hold the
+ * trim off. Only the
  * thread that owns a buffer trims it, and only while it is not in read(2),
  * so no request can land in pages being given back. With busy_poll=off
  * every thread sleeps in a blocking read(2) and nothing is given back (a
@@ -112,7 +113,7 @@ static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
-static __thread uint64_t rbuf_last_ms;	/* zr_now_ms() of this thread's last request */
+static __thread uint64_t rbuf_last_ms;	/* zr_now_ms() when its last request ended */
 static uint64_t n_trims;	/* relaxed atomic: buffers given back */
 
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
@@ -458,12 +459,10 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 
 	rbuf = buf;
 	rbuf_len = len;
+	rbuf_last_ms = zr_now_ms();	/* the previous request ends here */
 	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
-	if (n > 0) {
-		rbuf_last_ms = zr_now_ms();
-		if ((size_t)n > rbuf_used)
-			rbuf_used = (size_t)n;
-	}
+	if (n > 0 && (size_t)n > rbuf_used)
+		rbuf_used = (size_t)n;
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
@@ -614,12 +613,13 @@ uint64_t zr_session_leads(void)
 	return __atomic_load_n(&n_leads, __ATOMIC_RELAXED);
 }
 
-/** Times the watchdog took the leader's role over (for the stats). */
+/** Request buffers idle threads gave back (for the stats). */
 uint64_t zr_session_trims(void)
 {
 	return __atomic_load_n(&n_trims, __ATOMIC_RELAXED);
 }
 
+/** Times the watchdog took the leader's role over (for the stats). */
 uint64_t zr_session_takeovers(void)
 {
 	return __atomic_load_n(&n_takeovers, __ATOMIC_RELAXED);

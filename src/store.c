@@ -55,6 +55,7 @@
 #define NODE_BITS 6
 #define NODE_SLOTS (1u << NODE_BITS)
 #define SMALL_LEAF_SLOTS 1u	/* a root leaf that holds block 0 only */
+#define INNER 0u		/* node_alloc()/node_free() of an interior node */
 #define MAX_HEIGHT 10		/* 4 + 6 * 10 >= 64 bits of index */
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
 #define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
@@ -250,7 +251,7 @@ static inline unsigned child_shift(unsigned height)
 	return LEAF_BITS + NODE_BITS * (height - 1);
 }
 
-/* Size of a node: a leaf of @slots slots, or an interior node when 0. */
+/* Size of a node: a leaf of @slots slots, or an interior node (INNER). */
 static size_t node_size(unsigned slots)
 {
 	return slots ? slots * sizeof(struct zr_slot) : sizeof(struct zr_inner);
@@ -262,7 +263,7 @@ static inline unsigned leaf_slots(const struct zr_file *f, const void *leaf)
 	return leaf == f->root ? f->root_slots : LEAF_SLOTS;
 }
 
-/* A zeroed node: a leaf of @slots slots, or an interior node when 0.
+/* A zeroed node: a leaf of @slots slots, or an interior node (INNER).
  * Free with node_free(). @return NULL when out of memory. */
 static void *node_alloc(struct zr_file *f, unsigned slots)
 {
@@ -339,11 +340,15 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 		f->height = 0;
 		while (idx > span_max(f->height))
 			f->height++;
-	} else if (f->height == 0 && idx >= f->root_slots && root_widen(f)) {
-		return NULL;	/* (a taller tree needs a full leaf below too) */
+	}
+	/* a second block, or a taller tree (a full leaf below), needs a full
+	 * root leaf */
+	if (f->root && f->height == 0 && idx >= f->root_slots) {
+		if (root_widen(f))
+			return NULL;
 	}
 	while (idx > span_max(f->height)) {
-		struct zr_inner *in = node_alloc(f, 0);
+		struct zr_inner *in = node_alloc(f, INNER);
 
 		if (!in)
 			return NULL;
@@ -353,9 +358,12 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 		f->height++;
 	}
 	if (!f->root) {
-		unsigned slots = f->height ? 0 : idx < SMALL_LEAF_SLOTS ? SMALL_LEAF_SLOTS
-									: LEAF_SLOTS;
+		unsigned slots = LEAF_SLOTS;
 
+		if (f->height > 0)
+			slots = INNER;
+		else if (idx < SMALL_LEAF_SLOTS)
+			slots = SMALL_LEAF_SLOTS;
 		f->root = node_alloc(f, slots);
 		if (!f->root)
 			return NULL;
@@ -367,7 +375,7 @@ static struct zr_slot *map_insert(struct zr_file *f, uint64_t idx)
 
 		link = &in->child[(idx >> child_shift(h)) & (NODE_SLOTS - 1)];
 		if (!*link) {
-			*link = node_alloc(f, h == 1 ? LEAF_SLOTS : 0);
+			*link = node_alloc(f, h == 1 ? LEAF_SLOTS : INNER);
 			if (!*link)
 				return NULL;
 			in->count++;
@@ -414,7 +422,7 @@ static void map_prune(struct zr_file *f, uint64_t idx)
 
 		if (!empty)
 			break;
-		node_free(f, node, nh == 0 ? leaf_slots(f, node) : 0);
+		node_free(f, node, nh == 0 ? leaf_slots(f, node) : INNER);
 		if (i == 0) {
 			f->root = NULL;
 			f->height = 0;
@@ -434,7 +442,7 @@ static void map_prune(struct zr_file *f, uint64_t idx)
 			break;
 		f->root = r->child[0];
 		f->height--;
-		node_free(f, r, 0);
+		node_free(f, r, INNER);
 		if (f->height == 0)
 			f->root_slots = LEAF_SLOTS;	/* was a leaf below */
 	}
@@ -521,7 +529,7 @@ static uint64_t block_remove(struct zr_file *f, uint64_t idx, struct zr_slot *s)
 
 static void node_free_all(struct zr_file *f, void *n, unsigned h)
 {
-	unsigned i, slots = 0;
+	unsigned i, slots = INNER;
 
 	if (h == 0) {
 		struct zr_slot *l = n;
@@ -1445,7 +1453,9 @@ static unsigned sample(struct zr_store *st, bool dirty_ok)
 
 /*
  * Recompress a hot block with the cold codec. Caller holds f->lock.
- * @return bytes saved (> 0), or 0 when it did not help (or no memory).
+ * @return bytes saved (> 0), or 0 when it did not help (or no memory): the
+ * block is then marked NOCOLD and not tried again until it is rewritten
+ * (no counter looks at that flag, hence no account() around it).
  */
 static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 {
@@ -1456,11 +1466,11 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	ssize_t n;
 
 	if (!tmp || !ctx || slot_decode(st, s, tmp) != 0)
-		return 0;
+		goto fail;
 	n = zr_codec_compress(ctx, st->cfg.cold_comp, st->cfg.cold_level,
 			      tmp, bs, tmp + ZR_BLOCK_MAX, old - 1);
 	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
-		return 0;
+		goto fail;
 	account(f, s, -1);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
@@ -1468,6 +1478,15 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	account(f, s, 1);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
+fail:
+	slot_set_flags(s, ZR_SLOT_NOCOLD, 0);
+	return 0;
+}
+
+/* Whether the idle pass or a demotion should try the cold codec on @s. */
+static inline bool recompress_candidate(const struct zr_slot *s)
+{
+	return !slot_has(s, ZR_SLOT_COLD | ZR_SLOT_NOCOLD | ZR_SLOT_RAW | ZR_SLOT_SAME);
 }
 
 /*
@@ -1486,15 +1505,17 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	struct zr_slot *s;
 
 	*more = false;
-	while ((f = file_iter(st, f))) {
+	if (mark == 0)
+		return 0;	/* no pass before this one: nothing is idle yet */
+	while (!*more && (f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;
 		while ((s = map_next(f, pos, &idx))) {
-			/* idle: last touched before the previous pass (wrap-safe) */
-			if (!slot_has(s, ZR_SLOT_COLD | ZR_SLOT_RAW | ZR_SLOT_SAME |
-					 ZR_SLOT_UNDER_WB) &&
-			    mark != 0 && (int32_t)(mark - s->ps.atime) >= 0) {
-				if (done >= max_blocks) {
+			/* idle: last touched before the previous pass (wrap-safe);
+			 * each block is tried once (COLD or NOCOLD after) */
+			if (recompress_candidate(s) && !slot_has(s, ZR_SLOT_UNDER_WB) &&
+			    (int32_t)(mark - s->ps.atime) >= 0) {
+				if (done == max_blocks) {
 					*more = true;
 					break;
 				}
@@ -1503,8 +1524,10 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 				 * readers and writers of this file in */
 				if (++done % 64 == 0) {
 					if (zr_now_ms() > deadline ||
-					    (quiet && zr_policy_clock(st->pol) != clock))
-						max_blocks = done;
+					    (quiet && zr_policy_clock(st->pol) != clock)) {
+						*more = true;
+						break;
+					}
 					pthread_mutex_unlock(&f->lock);
 					pthread_mutex_lock(&f->lock);
 				}
@@ -1514,11 +1537,8 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 			pos = idx + 1;
 		}
 		pthread_mutex_unlock(&f->lock);
-		if (*more) {
-			zr_file_put(f);
-			break;
-		}
 	}
+	zr_file_put(f);	/* the file it stopped in (NULL after the last) */
 	return saved;
 }
 
@@ -1556,14 +1576,15 @@ bool zr_store_recompress_pending(struct zr_store *st)
 	return __atomic_load_n(&st->recomp_more, __ATOMIC_RELAXED);
 }
 
-uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms)
+uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ran)
 {
 	uint64_t saved = 0;
 	uint32_t mark;
 	bool more = true;
 
 	pthread_mutex_lock(&st->reclaim_lock);
-	if (st->recomp_more && zr_policy_clock(st->pol) == st->recomp_clock) {
+	*ran = st->recomp_more && zr_policy_clock(st->pol) == st->recomp_clock;
+	if (*ran) {
 		/* quiet since the last pass or slice: go on with its mark */
 		mark = st->recomp_mark;
 		pthread_mutex_unlock(&st->reclaim_lock);
@@ -1598,8 +1619,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 	s = lookup_present(f, c->index);
 	if (!s || s->ps.atime != c->atime || slot_has(s, ZR_SLOT_UNDER_WB))
 		goto skip;	/* gone or touched since it was sampled */
-	if (cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE &&
-	    !slot_has(s, ZR_SLOT_COLD | ZR_SLOT_RAW | ZR_SLOT_SAME)) {
+	if (cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE && recompress_candidate(s)) {
 		uint32_t saved = recompress(f, s);
 
 		if (saved) {

@@ -282,6 +282,7 @@ START_TEST(test_recompress_more)
 	struct zr_stats s;
 	struct zr_file *f;
 	unsigned i, n = 200;
+	bool ran;
 
 	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
 	for (i = 0; i < n; i++) {
@@ -289,7 +290,8 @@ START_TEST(test_recompress_more)
 		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
 	}
 	ck_assert(!zr_store_recompress_pending(st));
-	ck_assert_uint_eq(zr_store_recompress_more(st, 1000), 0);	/* nothing pending */
+	ck_assert_uint_eq(zr_store_recompress_more(st, 1000, &ran), 0);	/* nothing pending */
+	ck_assert(!ran);
 	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);		/* marks */
 	ck_assert_uint_gt(zr_store_recompress_idle(st, 10, 0), 0);
 	ck_assert(zr_store_recompress_pending(st));
@@ -297,14 +299,75 @@ START_TEST(test_recompress_more)
 	ck_assert_uint_eq(s.blocks_cold, 10);
 	/* a block read since the pass: this slice waits for a quiet one */
 	ck_assert_int_eq(zr_file_read(f, n - 1, out), 1);
-	ck_assert_uint_eq(zr_store_recompress_more(st, 1000), 0);
+	ck_assert_uint_eq(zr_store_recompress_more(st, 1000, &ran), 0);
+	ck_assert(!ran);
 	ck_assert(zr_store_recompress_pending(st));
 	/* quiet now: the rest of the pass, except the block in use */
-	ck_assert_uint_gt(zr_store_recompress_more(st, 1000), 0);
+	ck_assert_uint_gt(zr_store_recompress_more(st, 1000, &ran), 0);
+	ck_assert(ran);
 	ck_assert(!zr_store_recompress_pending(st));
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_cold, n - 1);
 	ck_assert_int_eq(zr_file_test_flags(f, n - 1) & ZR_SLOT_COLD, 0);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/* Blocks the cold codec does not shrink are tried once (NOCOLD), so a pass
+ * ends: before, every slice retried the same blocks and never ended. */
+START_TEST(test_recompress_nocold)
+{
+	uint32_t bs = 16384;
+	struct zr_store_config cfg;
+	struct zr_store *st;
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+	unsigned i, n = 300, slices = 0;
+	bool ran = true;
+
+	zr_store_config_default(&cfg);
+	cfg.block_size = bs;
+	cfg.min_saving = bs / 8;
+	cfg.budget = 1 << 30;
+	cfg.comp = ZR_CODEC_ZSTD;	/* hot zstd -19: cold zstd -1 cannot beat it */
+	cfg.comp_level = 19;
+	cfg.cold_comp = ZR_CODEC_ZSTD;
+	cfg.cold_level = 1;
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), 0);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);		/* marks */
+	(void)zr_store_recompress_idle(st, 64, 0);
+	ck_assert(zr_store_recompress_pending(st));
+	while (zr_store_recompress_pending(st) && slices < 20) {
+		(void)zr_store_recompress_more(st, 1, &ran);
+		ck_assert(ran);
+		slices++;
+	}
+	ck_assert_msg(!zr_store_recompress_pending(st), "still pending after %u slices", slices);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_cold + s.blocks_hot, n);
+	ck_assert_uint_eq(s.recompressions, s.blocks_cold);
+	/* a block tried in vain is skipped until it is rewritten */
+	for (i = 0; i < n && (zr_file_test_flags(f, i) & ZR_SLOT_COLD); i++)
+		;
+	ck_assert_uint_lt(i, n);
+	ck_assert(zr_file_test_flags(f, i) & ZR_SLOT_NOCOLD);
+	zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+	ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	ck_assert(!(zr_file_test_flags(f, i) & ZR_SLOT_NOCOLD));
 	for (i = 0; i < n; i++) {
 		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
 		ck_assert_int_eq(zr_file_read(f, i, out), 1);
@@ -1032,6 +1095,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_budget);
 	tcase_add_test(tc, test_recompress_idle);
 	tcase_add_test(tc, test_recompress_more);
+	tcase_add_test(tc, test_recompress_nocold);
 	suite_add_tcase(s, tc);
 	return s;
 }
