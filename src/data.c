@@ -355,6 +355,10 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
  * this long (ms). */
 #define ZR_FILL_PAUSE_MS 50
 
+/* Idle recompression goes on past its pass only after this long without a
+ * request (ms). */
+#define ZR_QUIET_MS 250
+
 /* Whether nothing was read, and no copy queued, for ZR_FILL_PAUSE_MS. */
 static bool fill_paused(struct zr_fs *fs)
 {
@@ -1532,13 +1536,17 @@ static void *wb_main(void *arg)
 				(void)zr_store_compact(fs->store);
 			last_sweep = zr_now_ms();
 		} else if (!lowmem && zr_store_recompress_pending(fs->store)) {
-			bool ran;
+			bool ran = false;
 
 			/* ... and the rest in slices of 100 ms, 20 ms apart,
-			 * while no block is read or written; while they are,
-			 * a look each `scan` ms (a kernel tree copied in: all
-			 * cold 9 s after the copy, not 20) */
-			(void)zr_store_recompress_more(fs->store, 100, &ran);
+			 * while no block is read or written and no request
+			 * came for ZR_QUIET_MS (a stream that bypasses the
+			 * tier moves no block); otherwise a look each `scan`
+			 * ms (a kernel tree copied in: all cold 9 s after the
+			 * copy, not 20) */
+			if (zr_now_ms() - __atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) >=
+			    ZR_QUIET_MS)
+				(void)zr_store_recompress_more(fs->store, 100, &ran);
 			recomp_fast = ran && zr_store_recompress_pending(fs->store);
 		}
 		pthread_mutex_lock(&fs->wb_lock);

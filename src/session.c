@@ -18,7 +18,8 @@
  * Once the INIT reply is written, the mount's read-ahead window is set
  * (set_read_ahead()), as the kernel would otherwise clamp it to 128 KiB.
  *
- * Every request read is noted for the CPU latency request (cpulat.c).
+ * Every request read is noted for the CPU latency request (cpulat.c) and,
+ * as the time of the last request, for idle recompression (data.c).
  *
  * Busy polling (busy_poll=US). A request whose daemon thread sleeps in
  * read(2) costs two wake-ups: the daemon's, then the caller's. With
@@ -463,6 +464,12 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	if (n > 0 && (size_t)n > rbuf_used)
 		rbuf_used = (size_t)n;
+	if (n > 0) {	/* at most one store a millisecond: all threads pass */
+		uint64_t now = zr_now_ms();
+
+		if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now)
+			__atomic_store_n(&fs->req_last_ms, now, __ATOMIC_RELAXED);
+	}
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
