@@ -116,6 +116,20 @@ static void *xmalloc(size_t n)
 	return p;
 }
 
+/* Blocks [0, @n) of @f read back as zr_datagen_fill(ZR_DATA_TEXT, index). */
+static void check_text_blocks(struct zr_file *f, unsigned n, uint32_t bs)
+{
+	unsigned char *exp = xmalloc(bs), *out = xmalloc(bs);
+
+	for (unsigned i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, exp, bs);
+		ck_assert_int_eq(zr_file_read(f, i, out), 1);
+		ck_assert_mem_eq(exp, out, bs);
+	}
+	free(exp);
+	free(out);
+}
+
 START_TEST(test_config)
 {
 	struct zr_store_config cfg;
@@ -260,11 +274,7 @@ START_TEST(test_recompress_idle)
 	ck_assert_uint_eq(s1.blocks_cold, 4);
 	ck_assert_uint_eq(s1.recompressions - s0.recompressions, 4);
 	ck_assert_uint_lt(s1.compr_data_size, s0.compr_data_size);
-	for (i = 0; i < 8; i++) {	/* cold blocks read back intact */
-		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
-		ck_assert_int_eq(zr_file_read(f, i, out), 1);
-		ck_assert_mem_eq(in, out, bs);
-	}
+	check_text_blocks(f, 8, bs);	/* cold blocks read back intact */
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);
@@ -309,11 +319,7 @@ START_TEST(test_recompress_more)
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_cold, n - 1);
 	ck_assert_int_eq(zr_file_test_flags(f, n - 1) & ZR_SLOT_COLD, 0);
-	for (i = 0; i < n; i++) {
-		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
-		ck_assert_int_eq(zr_file_read(f, i, out), 1);
-		ck_assert_mem_eq(in, out, bs);
-	}
+	check_text_blocks(f, n, bs);
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);
@@ -368,11 +374,7 @@ START_TEST(test_recompress_nocold)
 	zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
 	ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
 	ck_assert(!(zr_file_test_flags(f, i) & ZR_SLOT_NOCOLD));
-	for (i = 0; i < n; i++) {
-		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
-		ck_assert_int_eq(zr_file_read(f, i, out), 1);
-		ck_assert_mem_eq(in, out, bs);
-	}
+	check_text_blocks(f, n, bs);
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);
