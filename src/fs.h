@@ -232,8 +232,8 @@ struct zr_fs {
 	} fill_q[ZR_FILL_QLEN];		/* fill_lock: ring buffer */
 	unsigned fill_head, fill_len;	/* fill_lock */
 	uint64_t fg_last_ms;		/* relaxed atomic: last read, or copy queued */
-	uint64_t req_last_ms;		/* relaxed atomic: zr_now_ms() of the last
-					 * request read (session.c) */
+	uint64_t req_last_ms;		/* relaxed atomic: zr_now_ms() when a request
+					 * last ended (session.c) */
 	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
 
 	/* CPU latency request while requests flow (cpulat.c, which says

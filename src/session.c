@@ -56,11 +56,11 @@
  * request faults in what it fills): its waits for a request (parked, or in
  * poll(2)) end at that time, and a thread woken earlier to lead keeps the
  * time of its last request, so requests served by others do not hold the
- * trim off. Only the
- * thread that owns a buffer trims it, and only while it is not in read(2),
- * so no request can land in pages being given back. With busy_poll=off
- * every thread sleeps in a blocking read(2) and nothing is given back (a
- * poll(2) with a time limit before it would wake them all at each request).
+ * trim off. Only the thread that owns a buffer trims it, and only while it
+ * is not in read(2), so no request can land in pages being given back.
+ * With busy_poll=off every thread sleeps in a blocking read(2) and nothing
+ * is given back (a poll(2) with a time limit before it would wake them all
+ * at each request).
  *
  * Locking: park_lock protects leader, lead_gen and watchdog; a thread leads
  * while its my_gen equals lead_gen (my_gen is per thread, lead_gen is also
@@ -461,15 +461,12 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 	rbuf = buf;
 	rbuf_len = len;
 	rbuf_last_ms = zr_now_ms();	/* the previous request ends here */
+	/* (one store a millisecond at most: all threads pass here) */
+	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != rbuf_last_ms)
+		__atomic_store_n(&fs->req_last_ms, rbuf_last_ms, __ATOMIC_RELAXED);
 	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	if (n > 0 && (size_t)n > rbuf_used)
 		rbuf_used = (size_t)n;
-	if (n > 0) {	/* at most one store a millisecond: all threads pass */
-		uint64_t now = zr_now_ms();
-
-		if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now)
-			__atomic_store_n(&fs->req_last_ms, now, __ATOMIC_RELAXED);
-	}
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
