@@ -519,7 +519,7 @@ void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
-	char *buf = malloc(size ? size : 1);
+	char *buf = zr_session_reply_buf(size ? size : 1);
 	ssize_t n;
 
 	if (!buf) {
@@ -531,7 +531,6 @@ void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
 }
 
 /*
@@ -1349,7 +1348,7 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	buf = malloc(chunk);
+	buf = zr_session_reply_buf(chunk);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -1365,7 +1364,6 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			break;
 		done += (size_t)n;
 	}
-	free(buf);
 	if (done == 0 && n < 0)
 		fuse_reply_err(req, (int)-n);
 	else

@@ -331,6 +331,7 @@ uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */
 uint64_t zr_session_trims(void);
+void *zr_session_reply_buf(size_t size);
 void zr_session_blocking(void);
 
 /* cpulat.c */

@@ -58,9 +58,12 @@
  * time of its last request, so requests served by others do not hold the
  * trim off. Only the thread that owns a buffer trims it, and only while it
  * is not in read(2), so no request can land in pages being given back.
- * With busy_poll=off every thread sleeps in a blocking read(2) and nothing
- * is given back (a poll(2) with a time limit before it would wake them all
- * at each request).
+ * The same goes for the thread's reply buffer (zr_session_reply_buf()): a
+ * READ is answered from a mapping each thread keeps, not from malloc(),
+ * whose 1 MiB chunks stayed in glibc's per-thread arenas after the reads
+ * (27 MB of RSS outside the tier after four readers). With busy_poll=off
+ * every thread sleeps in a blocking read(2) and nothing is given back (a
+ * poll(2) with a time limit before it would wake them all at each request).
  *
  * Locking: park_lock protects leader, lead_gen and watchdog; a thread leads
  * while its my_gen equals lead_gen (my_gen is per thread, lead_gen is also
@@ -116,6 +119,18 @@ static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
 static __thread uint64_t rbuf_last_ms;	/* zr_now_ms() when its last request ended */
 static uint64_t n_trims;	/* relaxed atomic: buffers given back */
+
+/* This thread's reply buffer (zr_session_reply_buf); obuf_key's value is
+ * &obuf once mapped, so that the mapping goes when the thread ends. */
+struct zr_obuf {
+	char *p;	/* an anonymous mapping of len bytes; NULL none */
+	size_t len;
+	size_t used;	/* most of it handed out since the last trim */
+};
+static __thread struct zr_obuf obuf;
+static pthread_key_t obuf_key;
+static pthread_once_t obuf_once = PTHREAD_ONCE_INIT;
+static bool obuf_keyed;	/* obuf_once: obuf_key exists */
 
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
 static uint32_t init_flags_in;	/* what the kernel offered */
@@ -224,20 +239,81 @@ static bool hands_off(const void *buf, ssize_t n)
 /* Whether this thread's buffer holds enough pages to give back when idle. */
 static bool trim_wanted(void)
 {
-	return rbuf_used >= ZR_TRIM_MIN;
+	return rbuf_used >= ZR_TRIM_MIN || obuf.used >= ZR_TRIM_MIN;
+}
+
+/* madvise(MADV_DONTNEED) the whole pages of [@p, @p + @len); @return
+ * whether any went back. */
+static bool drop_pages(char *p, size_t len)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t e = ((uintptr_t)p + len) & ~(page - 1);
+
+	return e > a && madvise((void *)a, e - a, MADV_DONTNEED) == 0;
 }
 
 /* Give the pages of this thread's request buffer back; they read as zeros
  * until a request fills them again. Caller is not in read(2) on it. */
 static void trim_buffer(void)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t a = ((uintptr_t)rbuf + page - 1) & ~(page - 1);
-	uintptr_t e = ((uintptr_t)rbuf + rbuf_len) & ~(page - 1);
+	bool gave = false;
 
-	if (e > a && madvise((void *)a, e - a, MADV_DONTNEED) == 0)
+	if (rbuf_used >= ZR_TRIM_MIN)
+		gave = drop_pages(rbuf, rbuf_len);
+	if (obuf.used >= ZR_TRIM_MIN)
+		gave = drop_pages(obuf.p, obuf.len) || gave;
+	if (gave)
 		__atomic_add_fetch(&n_trims, 1, __ATOMIC_RELAXED);
 	rbuf_used = 0;
+	obuf.used = 0;
+}
+
+static void obuf_unmap(void *arg)
+{
+	struct zr_obuf *b = arg;
+
+	munmap(b->p, b->len);
+	b->p = NULL;
+	b->len = 0;
+}
+
+static void obuf_key_init(void)
+{
+	obuf_keyed = pthread_key_create(&obuf_key, obuf_unmap) == 0;
+}
+
+/**
+ * zr_session_reply_buf() - a buffer for the reply this thread is building.
+ * @size: bytes needed.
+ *
+ * The buffer is this thread's until its next call; a later call may move
+ * it. Its pages go back when the thread is idle (see the top of the file).
+ * @return the buffer, or NULL when it cannot be mapped (ENOMEM).
+ */
+void *zr_session_reply_buf(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len;
+	void *p;
+
+	if (size > obuf.len) {
+		pthread_once(&obuf_once, obuf_key_init);
+		if (!obuf_keyed)
+			return NULL;
+		len = size < 128 * 1024 ? 128 * 1024 : (size + page - 1) & ~(page - 1);
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		if (obuf.p)
+			munmap(obuf.p, obuf.len);
+		obuf.p = p;
+		obuf.len = len;
+		pthread_setspecific(obuf_key, &obuf);
+	}
+	if (size > obuf.used)
+		obuf.used = size;
+	return obuf.p;
 }
 
 /* Milliseconds until this thread's buffer is due to go back (0: now). */
