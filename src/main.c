@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -297,10 +296,6 @@ int main(int argc, char *argv[])
 	/* a file past RLIMIT_FSIZE is EFBIG, not death by SIGXFSZ with the
 	 * dirty data (the size probe of the backing filesystem meets it too) */
 	signal(SIGXFSZ, SIG_IGN);
-	/* buffers of 1 MiB (an fsync's writeback runs) are mapped and
-	 * unmapped: glibc would otherwise raise its threshold at the first
-	 * free and keep such chunks in each thread's arena */
-	mallopt(M_MMAP_THRESHOLD, 512 * 1024);
 	lower_oom_score();
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

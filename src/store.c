@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "zr_codec.h"
@@ -117,6 +118,8 @@ struct zr_store {
 	uint32_t recomp_clock;		/* reclaim_lock: policy clock when a slice ended */
 	bool recomp_more;		/* reclaim_lock (relaxed atomic reads): the last
 					 * pass or slice stopped with idle blocks left */
+	uint8_t *demote_buf;		/* reclaim_lock: demote()'s writeback runs
+					 * (wb_buf_len()); NULL until first needed */
 	pthread_mutex_t files_lock;	/* protects the list and the cursor */
 	struct zr_file *head, *tail;	/* every live file */
 	struct zr_file *cursor;		/* sweep position: file ... */
@@ -235,6 +238,34 @@ static uint8_t *scratch(void)
 		}
 	}
 	return p;
+}
+
+/* Bytes of the buffer wb_run() needs: a run, at least one block. */
+static size_t wb_buf_len(const struct zr_store *st)
+{
+	return ZR_MAX(WB_RUN_BYTES, (size_t)st->cfg.block_size);
+}
+
+/*
+ * A buffer for wb_run(), mapped rather than malloc()ed: glibc maps a chunk
+ * this large, but raises its threshold when it is freed and from then on
+ * keeps such chunks in each thread's arena (several MiB of RSS after a few
+ * threads' fsyncs). Setting the threshold with mallopt() instead cost a
+ * kernel build on the mount 13 times the daemon's page faults. @return the
+ * buffer (free it with wb_buf_free()), or NULL.
+ */
+static uint8_t *wb_buf_alloc(const struct zr_store *st)
+{
+	void *p = mmap(NULL, wb_buf_len(st), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void wb_buf_free(const struct zr_store *st, uint8_t *buf)
+{
+	if (buf)
+		munmap(buf, wb_buf_len(st));
 }
 
 /* ---- the block map ---- */
@@ -705,6 +736,7 @@ void zr_store_destroy(struct zr_store *st)
 		       zr_stat_read(&st->s.files));
 	zr_policy_destroy(st->pol);
 	zr_zpool_destroy(st->pool);
+	wb_buf_free(st, st->demote_buf);
 	pthread_mutex_destroy(&st->reclaim_lock);
 	pthread_mutex_destroy(&st->files_lock);
 	free(st);
@@ -1114,7 +1146,7 @@ static inline bool wb_ready(const struct zr_slot *s, unsigned flags)
 /*
  * Write back one run of adjacent dirty blocks chosen by @flags: the first
  * at or after *@pos (or, when @back, the run around block *@pos, extended
- * backwards as well). @buf holds WB_RUN_BYTES. Caller holds f->io_lock and
+ * backwards as well). @buf holds wb_buf_len() bytes. Caller holds f->io_lock and
  * not f->lock. On return *@pos is past the run; *@found says whether there
  * was one. With ZR_WB_DROP the blocks are dropped once written.
  * @return 0 or the -errno of the writeback (the blocks stay dirty).
@@ -1212,8 +1244,13 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 	return rc;
 }
 
-/* Write back the blocks of @f chosen by @flags. Caller holds no lock. */
-static int file_writeback(struct zr_file *f, unsigned flags)
+/*
+ * Write back the blocks of @f chosen by @flags. *@bufp is a buffer from
+ * wb_buf_alloc(), or NULL: one is then allocated when needed, and left
+ * there for the caller to free (a pass over many files maps one). Caller
+ * holds no lock. @return 0 or the first -errno.
+ */
+static int file_writeback(struct zr_file *f, unsigned flags, uint8_t **bufp)
 {
 	uint8_t *buf;
 	uint64_t pos = 0, idx;
@@ -1222,7 +1259,9 @@ static int file_writeback(struct zr_file *f, unsigned flags)
 	int rc, first = 0;
 
 	if (zr_file_dirty(f)) {
-		buf = malloc(ZR_MAX(WB_RUN_BYTES, (size_t)f->st->cfg.block_size));
+		if (!*bufp)
+			*bufp = wb_buf_alloc(f->st);
+		buf = *bufp;
 		if (!buf)
 			return -ENOMEM;
 		pthread_mutex_lock(&f->io_lock);
@@ -1234,7 +1273,6 @@ static int file_writeback(struct zr_file *f, unsigned flags)
 				break;
 		}
 		pthread_mutex_unlock(&f->io_lock);
-		free(buf);
 	}
 	if (!(flags & (ZR_WB_DROP | ZR_WB_IDLE)))
 		return first;
@@ -1260,7 +1298,11 @@ static int file_writeback(struct zr_file *f, unsigned flags)
 
 int zr_file_writeback(struct zr_file *f)
 {
-	return file_writeback(f, ZR_WB_ALL);
+	uint8_t *buf = NULL;
+	int rc = file_writeback(f, ZR_WB_ALL, &buf);
+
+	wb_buf_free(f->st, buf);
+	return rc;
 }
 
 /*
@@ -1283,15 +1325,17 @@ static struct zr_file *file_iter(struct zr_store *st, struct zr_file *prev)
 int zr_store_writeback_all(struct zr_store *st, unsigned flags)
 {
 	struct zr_file *f = NULL;
+	uint8_t *buf = NULL;
 	int rc, first = 0;
 
 	if (!(flags & (ZR_WB_ALL | ZR_WB_IDLE | ZR_WB_RAW)))
 		return -EINVAL;
 	while ((f = file_iter(st, f))) {
-		rc = file_writeback(f, flags);
+		rc = file_writeback(f, flags, &buf);
 		if (rc && !first)
 			first = rc;
 	}
+	wb_buf_free(st, buf);
 	return first;
 }
 
@@ -1299,6 +1343,7 @@ int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 {
 	struct zr_file *f = NULL;
 	uint64_t now = zr_now_ms();
+	uint8_t *buf = NULL;
 	int rc, first = 0;
 
 	while ((f = file_iter(st, f))) {
@@ -1308,10 +1353,11 @@ int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 			continue;
 		if (st->ops.may_expire && !st->ops.may_expire(st->ops_ctx, f->owner))
 			continue;
-		rc = file_writeback(f, ZR_WB_ALL);
+		rc = file_writeback(f, ZR_WB_ALL, &buf);
 		if (rc && !first)
 			first = rc;
 	}
+	wb_buf_free(st, buf);
 	return first;
 }
 
@@ -1642,14 +1688,15 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		pthread_mutex_unlock(&f->lock);
 		if (!dirty_ok)
 			return 0;
-		buf = malloc(WB_RUN_BYTES > st->cfg.block_size ? WB_RUN_BYTES
-							       : st->cfg.block_size);
+		/* kept: mapped afresh, its pages would fault in at every run */
+		if (!st->demote_buf)
+			st->demote_buf = wb_buf_alloc(st);
+		buf = st->demote_buf;
 		if (!buf)
 			return 0;
 		pthread_mutex_lock(&f->io_lock);
 		rc = wb_run(f, &pos, ZR_WB_ALL, true, buf, &found);
 		pthread_mutex_unlock(&f->io_lock);
-		free(buf);
 		if (rc) {
 			(*wb_fail)++;
 			return 0;

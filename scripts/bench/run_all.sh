@@ -39,7 +39,7 @@ for s in ${only//,/ }; do
 done
 secs=$(($(date +%s) - t0))
 mode=full; [ ${#quick[@]} -gt 0 ] && mode="quick (--quick: small sizes, 1 run per point)"
-note="Run: $mode, $(date -u '+%Y-%m-%d'), suite took ${secs} s.  Other people's tests ran on this machine at the same time (FUSE mounts, compilers), so the figures are noisy.${failed[*]:+ Failed or incomplete: ${failed[*]}.}"
+note="Run: $mode, $(date -u '+%Y-%m-%d'), suite took ${secs} s, on a virtual machine whose host is shared: figures move between runs (each script's log gives the load average at its start).${failed[*]:+ Failed or incomplete: ${failed[*]}.}"
 "$here/report.sh" "$out" "$docs/BENCHMARKS.md" "$docs/bench" "$note"
 echo "=== run_all: ${secs}s${failed[*]:+, failed: ${failed[*]}}"
 [ ${#failed[@]} -eq 0 ]
