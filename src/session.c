@@ -61,7 +61,7 @@
  * The same goes for the thread's reply buffer (zr_session_reply_buf()): a
  * READ is answered from a mapping each thread keeps, not from malloc(),
  * whose 1 MiB chunks stayed in glibc's per-thread arenas after the reads
- * (27 MB of RSS outside the tier after four readers). With busy_poll=off
+ * (20-23 MiB of RSS outside the tier after six readers, 3 now). With busy_poll=off
  * every thread sleeps in a blocking read(2) and nothing is given back (a
  * poll(2) with a time limit before it would wake them all at each request).
  *
@@ -253,8 +253,8 @@ static bool drop_pages(char *p, size_t len)
 	return e > a && madvise((void *)a, e - a, MADV_DONTNEED) == 0;
 }
 
-/* Give the pages of this thread's request buffer back; they read as zeros
- * until a request fills them again. Caller is not in read(2) on it. */
+/* Give the pages of this thread's request and reply buffers back; they read
+ * as zeros until used again. Caller is not in read(2) on them. */
 static void trim_buffer(void)
 {
 	bool gave = false;
