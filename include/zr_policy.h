@@ -143,5 +143,7 @@ uint64_t zr_file_test_map_bytes(struct zr_file *f);
 #define ZR_SLOT_IDLE		0x40u	/* not accessed since the last ZR_WB_IDLE pass */
 #define ZR_SLOT_NOCOLD		0x80u	/* the cold codec did not shrink it: not tried
 					 * again until the block is rewritten */
+#define ZR_SLOT_TRIM		0x100u	/* compressed without its zero tail: the pool
+					 * object starts with the length kept */
 
 #endif /* ZR_POLICY_H */

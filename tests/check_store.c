@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * check_store.c - unit tests of the block store (src/store.c): round trips,
- * same/raw storage, sparse maps, drops, writeback runs and errors, budget,
- * exact statistics, allocation failure and corrupt data.
+ * same/raw storage, blocks kept without their zero tail, sparse maps, drops,
+ * writeback runs and errors, budget, exact statistics, allocation failure
+ * and corrupt data.
  */
 #include "config.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "datagen.h"
+#include "zr_codec.h"
 #include "zr_policy.h"
 #include "zr_store.h"
 #include "zr_util.h"
@@ -33,6 +35,8 @@ struct rec {
 	const void *rewrite_data;
 	/* Optional: check the data against datagen(kind, seed = index). */
 	int verify_kind;
+	/* Optional: check every block against what this fills in for its index. */
+	void (*expect_fill)(uint64_t index, unsigned char *buf, uint32_t bs);
 	unsigned bad;
 };
 
@@ -57,6 +61,16 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 
 		for (unsigned i = 0; i < nblocks; i++) {
 			zr_datagen_fill(r->verify_kind, index + i, exp, r->bs);
+			if (memcmp(exp, (const char *)buf + (size_t)i * r->bs, r->bs))
+				r->bad++;
+		}
+		free(exp);
+	}
+	if (r->expect_fill) {
+		unsigned char *exp = malloc(r->bs);
+
+		for (unsigned i = 0; i < nblocks; i++) {
+			r->expect_fill(index + i, exp, r->bs);
 			if (memcmp(exp, (const char *)buf + (size_t)i * r->bs, r->bs))
 				r->bad++;
 		}
@@ -243,6 +257,102 @@ START_TEST(test_same)
 	zr_store_destroy(st);
 	free(in);
 	free(out);
+}
+END_TEST
+
+/* Kept lengths test_trim() stores, at block index 2 * i. */
+static const uint32_t trim_keeps[] = { 1, 63, 64, 65, 5000, 65536 - 512, 65536 - 511, 65536 - 1 };
+
+/* @bs bytes of text in [0, @keep), zeros after, the last kept byte not 0. */
+static void fill_tail(unsigned char *buf, uint32_t bs, uint32_t keep, uint64_t seed)
+{
+	zr_datagen_fill(ZR_DATA_TEXT, seed, buf, bs);
+	memset(buf + keep, 0, bs - keep);
+	buf[keep - 1] = 'x';
+}
+
+/* rec.expect_fill of test_trim(): block 2 * i holds trim_keeps[i]. */
+static void trim_expect(uint64_t index, unsigned char *buf, uint32_t bs)
+{
+	ck_assert_uint_eq(index % 2, 0);
+	ck_assert_uint_lt(index / 2, ZR_ARRAY_SIZE(trim_keeps));
+	fill_tail(buf, bs, trim_keeps[index / 2], index);
+}
+
+/*
+ * A block that ends in 512 or more zero bytes is compressed without them
+ * (ZR_SLOT_TRIM), smaller than compressed whole, and reads back, writes
+ * back and recompresses to the whole block; a corrupt kept length is -EIO.
+ */
+START_TEST(test_trim)
+{
+	const uint32_t bs = 65536;
+	const unsigned nk = (unsigned)ZR_ARRAY_SIZE(trim_keeps);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs), *c = xmalloc(2 * bs);
+	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	struct zr_stats s;
+	struct zr_file *f;
+	unsigned i, ncold = 0;
+	ssize_t whole;
+
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < nk; i++) {
+		bool trim = bs - trim_keeps[i] >= 512;
+
+		trim_expect(2 * i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, 2 * i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_int_eq(!!(zr_file_test_flags(f, 2 * i) & ZR_SLOT_TRIM), trim);
+		ck_assert_int_eq(zr_file_read(f, 2 * i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+		if (trim_keeps[i] == 5000) {
+			whole = zr_codec_compress(ctx, ZR_CODEC_LZ4, 0, in, bs, c, 2 * bs);
+			ck_assert_int_gt(whole, 0);
+			ck_assert_int_lt(zr_file_test_len(f, 2 * i), whole);
+		}
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_hot, nk);
+	ck_assert_uint_eq(s.orig_data_size, (uint64_t)nk * bs);
+
+	/* writeback hands out whole blocks, zero tail included */
+	r.expect_fill = trim_expect;
+	ck_assert_int_eq(zr_file_writeback(f), 0);
+	ck_assert_uint_eq(r.ncalls, nk);
+	ck_assert_uint_eq(r.bad, 0);
+	ck_assert(!zr_file_dirty(f));
+
+	/* the cold codec keeps them trimmed, and they read back whole */
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+	for (i = 0; i < nk; i++) {
+		int fl = zr_file_test_flags(f, 2 * i);
+
+		trim_expect(2 * i, in, bs);
+		ck_assert_int_eq(zr_file_read(f, 2 * i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+		if (fl & ZR_SLOT_COLD) {
+			ncold++;
+			ck_assert_int_eq(!!(fl & ZR_SLOT_TRIM), bs - trim_keeps[i] >= 512);
+		}
+	}
+	ck_assert_uint_gt(ncold, 0);
+
+	/* every byte of a kept length, flipped, is caught */
+	fill_tail(in, bs, 5000, 99);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(zr_file_write(f, 101 + 2 * i, in, ZR_WRITE_CLEAN), 0);
+		ck_assert(zr_file_test_flags(f, 101 + 2 * i) & ZR_SLOT_TRIM);
+		ck_assert_int_eq(zr_file_test_corrupt(f, 101 + 2 * i, i, 0xff), 0);
+		ck_assert_int_eq(zr_file_read(f, 101 + 2 * i, out), -EIO);
+	}
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+	free(c);
 }
 END_TEST
 
@@ -1076,6 +1186,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_config);
 	tcase_add_loop_test(tc, test_roundtrip, 0, (int)ZR_ARRAY_SIZE(sizes));
 	tcase_add_test(tc, test_same);
+	tcase_add_test(tc, test_trim);
 	tcase_add_test(tc, test_raw);
 	tcase_add_test(tc, test_sparse);
 	tcase_add_test(tc, test_small_leaf);
