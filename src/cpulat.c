@@ -19,7 +19,9 @@
  * last burst the request is put back to "no constraint", so a mount that is
  * used lightly or not at all costs no power; cpu_latency=off never asks.
  * Without the device (not root, a container) the option does nothing and
- * says so once.
+ * says so once; without a cpuidle driver (some VMs: idle CPUs then always
+ * halt, whatever is asked) the request is held all the same, and the log
+ * says it changes nothing here.
  *
  * Locking: lat_fd and lat_running are set before the session loop starts
  * and cleared after it ends. lat_last_ms (the last burst), lat_win and
@@ -146,6 +148,23 @@ void zr_cpulat_busy(struct zr_fs *fs)
 	pthread_mutex_unlock(&fs->lat_lock);
 }
 
+/* Whether cpuidle has a driver: without one ("none"), an idle CPU runs the
+ * architecture's default idle (HLT) and PM QoS requests change nothing.
+ * An unreadable file counts as present (no false note in the log). */
+static bool cpuidle_driver_present(void)
+{
+	char buf[32] = "";
+	ssize_t n;
+	int fd;
+
+	fd = open("/sys/devices/system/cpu/cpuidle/current_driver", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n <= 0 || strncmp(buf, "none", 4) != 0;
+}
+
 /**
  * zr_cpulat_start() - open the PM QoS device and start the thread that
  * drops the request when requests stop. Does nothing with
@@ -173,6 +192,8 @@ int zr_cpulat_start(struct zr_fs *fs)
 		       strerror(errno));
 		return 0;
 	}
+	if (!cpuidle_driver_present())
+		zr_log(ZR_LOG_INFO, "cpu_latency: this kernel has no cpuidle driver: idle CPUs halt whatever is asked, the option changes nothing here");
 	rc = pthread_create(&fs->lat_thread, NULL, lat_main, fs);
 	if (rc) {
 		close(fs->lat_fd);

@@ -151,7 +151,38 @@ machine_desc() {
 	echo "disk dir: ${BENCH_DISK:-/var/tmp} on $(findmnt -n -o SOURCE,FSTYPE --target "${BENCH_DISK:-/var/tmp}")"
 	echo "zramfs: $ZRAMFS ($("$ZRAMFS" --version 2>&1 | grep -i zramfs | head -1))"
 	echo "other fuse mounts: $(awk '$3 ~ /^fuse/' /proc/mounts | wc -l)"
+	# what a FUSE round trip costs here depends on these: without a
+	# cpuidle driver an idle vCPU halts at once (cpu_latency cannot make
+	# it poll), and mitigations lengthen every syscall and switch
+	echo "cpuidle: driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo unknown)"
+	echo "mitigations: $(mitigations_desc)"
+	echo "syscall: $(syscall_ns) ns per 1-byte read+write pair (dd /dev/zero to /dev/null)"
 	echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# mitigations_desc: the CPU vulnerability mitigations in force, "name(how)".
+mitigations_desc() {
+	local f v out=
+	for f in /sys/devices/system/cpu/vulnerabilities/*; do
+		[ -r "$f" ] || continue
+		v=$(cat "$f")
+		case $v in Mitigation:*) v=${v#Mitigation: }; out+="$(basename "$f")(${v%%;*}) " ;; esac
+	done
+	out=${out% }
+	echo "${out:-none listed}"
+}
+
+# syscall_ns: nanoseconds per read+write pair of dd bs=1 (the best of three).
+syscall_ns() {
+	local i t0 t1 best=
+	for i in 1 2 3; do
+		t0=$(date +%s%N)
+		dd if=/dev/zero of=/dev/null bs=1 count=200000 2>/dev/null
+		t1=$(date +%s%N)
+		t1=$(( (t1 - t0) / 200000 ))
+		[ -z "$best" ] || [ "$t1" -lt "$best" ] && best=$t1
+	done
+	echo "$best"
 }
 
 # have_system NAME: true if NAME is in --systems (and usable here).
