@@ -1424,38 +1424,48 @@ static void psi_shrink(struct zr_fs *fs)
  * it. The second trigger is headroom (zr_mem_headroom): the mark is 1/16
  * of RAM, or of the limit of the memory cgroup with the least headroom,
  * between ZR_LOWMEM_MIN and ZR_LOWMEM_MAX. Under two marks the tier gives
- * back what brings headroom to three marks, down to ZR_PSI_FLOOR_PCT of
+ * back what brings headroom to four marks, down to ZR_PSI_FLOOR_PCT of
  * the budget, and the backing filesystem is synced: what the shrink wrote
  * back is dirty page cache until then, and a memory cgroup full of it
- * meets the OOM killer before reclaim cleans it. On a backing filesystem
- * in RAM (tmpfs, ramfs) a writeback would turn compressed bytes into
- * uncompressed ones that cannot be reclaimed either: there only clean
- * blocks go. @return whether headroom is under four marks: the thread then
- * looks again sooner.
+ * meets the OOM killer before reclaim cleans it. The thread looks every
+ * 100 ms while headroom is under four marks, or would be within a second
+ * at the rate it has been falling (otherwise once a second). On a backing
+ * filesystem in RAM (tmpfs, ramfs) a writeback would turn compressed bytes
+ * into uncompressed ones that cannot be reclaimed either: there only clean
+ * blocks go. @return whether the thread should look again soon (above).
  */
 #define ZR_LOWMEM_MIN (32ull << 20)
 #define ZR_LOWMEM_MAX (1ull << 30)
 
 static bool lowmem_shrink(struct zr_fs *fs)
 {
-	static uint64_t last_log_ms;
+	/* the writeback thread's own: the last log line, the last look */
+	static uint64_t last_log_ms, last_headroom, last_ms;
 	struct zr_stats s;
-	uint64_t headroom, scale, mark, need, target, floor, now;
+	uint64_t headroom, scale, mark, need, target, floor, now, fall;
 	int64_t n;
 
 	if (zr_mem_headroom(&headroom, &scale))
 		return false;
 	mark = ZR_MIN(ZR_MAX(scale / 16, ZR_LOWMEM_MIN), ZR_LOWMEM_MAX);
+	/* at the rate it fell since the last look, would headroom be under
+	 * four marks a second from now? then look again soon, not in a
+	 * second (a process growing by 80 MB/s in a 512 MiB cgroup crosses
+	 * the two marks between two looks a second apart) */
+	now = zr_now_ms();
+	fall = 0;
+	if (last_ms && now > last_ms && last_headroom > headroom)
+		fall = (last_headroom - headroom) * 1000 / (now - last_ms);
+	last_headroom = headroom;
+	last_ms = now;
 	if (headroom >= 2 * mark)
-		return headroom < 4 * mark;
+		return headroom < 4 * mark + fall;
 	zr_store_get_stats(fs->store, &s);
 	floor = s.budget / 100 * ZR_PSI_FLOOR_PCT;
 	if (s.mem_used_total <= floor)
 		return true;
-	need = 3 * mark - headroom;
+	need = 4 * mark - headroom;
 	target = s.mem_used_total > floor + need ? s.mem_used_total - need : floor;
-	now = zr_now_ms();
-	/* (last_log_ms: the writeback thread's own) */
 	zr_log(now - last_log_ms >= 10000 ? ZR_LOG_INFO : ZR_LOG_DEBUG,
 	       "memory low (%llu MiB left, mark %llu MiB): shrinking the tier to %llu bytes%s",
 	       (unsigned long long)(headroom >> 20), (unsigned long long)(mark >> 20),
