@@ -293,11 +293,11 @@ static void obuf_key_init(void)
  */
 void *zr_session_reply_buf(size_t size)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t len;
+	size_t page, len;
 	void *p;
 
 	if (size > obuf.len) {
+		page = (size_t)sysconf(_SC_PAGESIZE);	/* only when it grows */
 		pthread_once(&obuf_once, obuf_key_init);
 		if (!obuf_keyed)
 			return NULL;
