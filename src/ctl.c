@@ -176,6 +176,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "low_wm %u\n", c->low_wm);
 	fprintf(f, "max_fds %u\n", o->max_fds);
 	fprintf(f, "read_ahead %llu\n", (unsigned long long)o->read_ahead);
+	fprintf(f, "max_read %u\n", (unsigned)o->max_read);
 	if (o->cpu_latency < 0)
 		fprintf(f, "cpu_latency off\n");
 	else

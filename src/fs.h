@@ -51,7 +51,7 @@ struct zr_options {
 	char *size_str, *comp_str, *comp_level_str, *cold_comp_str;
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
-	char *low_wm_str, *max_fds_str, *read_ahead_str, *cpu_latency_str;
+	char *low_wm_str, *max_fds_str, *read_ahead_str, *max_read_str, *cpu_latency_str;
 	char *busy_poll_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
@@ -59,6 +59,7 @@ struct zr_options {
 	enum zr_cache_mode cache;
 	unsigned max_fds;		/* size of the fd cache */
 	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its default */
+	uint32_t max_read;		/* largest READ the kernel sends, bytes */
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
 	int foreground, debug, singlethread, show_help, show_version;

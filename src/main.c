@@ -415,6 +415,13 @@ int main(int argc, char *argv[])
 		fuse_opt_add_arg(&args, fsname);
 		fuse_opt_add_arg(&args, "-osubtype=zramfs");
 	}
+	{
+		/* the kernel's limit on a READ; zr_op_init() says the same */
+		char mr[32];
+
+		snprintf(mr, sizeof(mr), "-omax_read=%u", (unsigned)opt.max_read);
+		fuse_opt_add_arg(&args, mr);
+	}
 
 	/* the kernel applies the caller's umask to every mode it sends us */
 	umask(0);

@@ -241,6 +241,8 @@ static int do_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 
 static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct zr_fs *fs = userdata;
+
 	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_READDIRPLUS) {
@@ -258,6 +260,14 @@ static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1024 * 1024;
+	/*
+	 * READs of at most max_read (512k): the kernel sends a read-ahead
+	 * window of 1 MiB as two READs at once, which two threads decompress
+	 * side by side. As one 1 MiB READ, one thread decompressed it while
+	 * the other CPU waited (docs/DESIGN-NOTES.md, "Small writes" and
+	 * read-ahead). libfuse wants the value it gave the mount again here.
+	 */
+	conn->max_read = fs->opt->max_read;
 	conn->max_readahead = 1024 * 1024;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;

@@ -54,6 +54,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("low_wm=%s", low_wm_str),
 	ZR_OPT("max_fds=%s", max_fds_str),
 	ZR_OPT("read_ahead=%s", read_ahead_str),
+	ZR_OPT("max_read=%s", max_read_str),
 	ZR_OPT("cpu_latency=%s", cpu_latency_str),
 	ZR_OPT("busy_poll=%s", busy_poll_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
@@ -350,6 +351,13 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->read_ahead_str, "");
 		o->read_ahead = v;
 	}
+	if (o->max_read_str) {
+		rc = zr_parse_size(o->max_read_str, 0, &v);
+		if (rc || v < 4096 || v > 1024 * 1024 || v % 4096)
+			return bad(pc, "invalid value '%s' for max_read: expected bytes from 4k to 1m, a multiple of 4k, with an optional k/m suffix%s",
+				   o->max_read_str, "");
+		o->max_read = (uint32_t)v;
+	}
 	if (o->cpu_latency_str) {
 		if (parse_us_or_off(pc, "cpu_latency", o->cpu_latency_str, 100000, -1, &us))
 			return -EINVAL;
@@ -388,6 +396,7 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
 	o->cache = ZR_CACHE_WRITEBACK;
 	o->max_fds = 4096;
 	o->read_ahead = 1024 * 1024;
+	o->max_read = 512 * 1024;
 	o->cpu_latency = 0;
 	o->busy_poll = 20;
 
@@ -415,7 +424,7 @@ void zr_options_free(struct zr_options *o)
 		&o->comp_level_str, &o->cold_comp_str, &o->cold_level_str,
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
-		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->cpu_latency_str,
+		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->max_read_str, &o->cpu_latency_str,
 		&o->busy_poll_str,
 	};
 
@@ -462,6 +471,8 @@ void zr_options_help(const char *prog)
 	       "    -o max_fds=N           backing files kept open at most (4096)\n"
 	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 0 keeps the\n"
 	       "                           kernel's default of 128k; needs root (1m)\n"
+	       "    -o max_read=SIZE       largest read request the kernel sends, 4k..1m: a\n"
+	       "                           read-ahead window comes in several, served at once (512k)\n"
 	       "    -o cpu_latency=US|off  during bursts of requests (and 0.5 s after), keep idle\n"
 	       "                           CPUs in states that wake within US microseconds (PM\n"
 	       "                           QoS, /dev/cpu_dma_latency; 0 = poll); needs root (0)\n"

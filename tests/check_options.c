@@ -50,6 +50,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.seq_cutoff, 4u << 20);
 	ck_assert_int_eq(o.cache, ZR_CACHE_WRITEBACK);
 	ck_assert_uint_eq(o.read_ahead, 1024 * 1024);
+	ck_assert_uint_eq(o.max_read, 512 * 1024);
 	ck_assert_int_eq(o.cpu_latency, 0);
 	ck_assert_uint_eq(o.busy_poll, 20);
 	zr_options_free(&o);
@@ -111,6 +112,8 @@ START_TEST(test_values)
 	ONE("busy_poll=0", o.busy_poll, 0);
 	ONE("cpu_latency=off", o.cpu_latency, -1);
 	ONE("read_ahead=0", o.read_ahead, 0);
+	ONE("max_read=4k", o.max_read, 4096);
+	ONE("max_read=1m", o.max_read, 1024 * 1024);
 	ONE("allow_root", o.no_default_permissions, 0);
 	ONE("allow_root", o.allow_root, 1);
 	ONE("no_default_permissions", o.no_default_permissions, 1);
@@ -143,6 +146,10 @@ static const struct {
 	{ "read_ahead=1k", "read_ahead" },
 	{ "read_ahead=1g", "read_ahead" },
 	{ "read_ahead=fast", "read_ahead" },
+	{ "max_read=0", "max_read" },
+	{ "max_read=6000", "max_read" },
+	{ "max_read=2m", "max_read" },
+	{ "max_read=big", "max_read" },
 	{ "cpu_latency=-1", "cpu_latency" },
 	{ "cpu_latency=100001", "cpu_latency" },
 	{ "cpu_latency=5%", "cpu_latency" },

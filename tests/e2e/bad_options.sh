@@ -18,7 +18,7 @@ echo "not a directory" >"$F"
 say "--help and --version"
 "$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
 for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
-	policy= dirty_expire= seq_cutoff= cache= read_ahead= cpu_latency= busy_poll= allow_other; do
+	policy= dirty_expire= seq_cutoff= cache= read_ahead= max_read= cpu_latency= busy_poll= allow_other; do
 	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
 done
 "$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
@@ -47,6 +47,22 @@ for ra in default:1024 256k:256 4m:4096 0:; do
 	[ -r "$bdi" ] || fail "no $bdi"
 	[ -n "$want" ] || want=128	# VM_READAHEAD_PAGES, what FUSE clamps to
 	[ "$(cat "$bdi")" = "$want" ] || fail "read_ahead=$opt: $bdi is $(cat "$bdi"), want $want"
+	zr_umount
+done
+
+say "max_read reaches the kernel (default 512k) and files read whole through it"
+{ head -c 1000000 /dev/urandom; seq 1 300000; } >"$ZR_TMP/data"	# raw and compressed blocks
+for mr in default:524288 4k:4096 128k:131072 1m:1048576; do
+	opt=${mr%%:*} want=${mr#*:}
+	if [ "$opt" = default ]; then zr_mount "" "$B" "$M"; else zr_mount "max_read=$opt" "$B" "$M"; fi
+	awk -v m="$ZR_MNT" '$5 == m' /proc/self/mountinfo | grep -q "max_read=$want\b" ||
+		fail "max_read=$opt: the mount's options lack max_read=$want"
+	grep -qx "max_read $want" "$ZR_MNT/.zramfs/config" || fail "max_read=$opt: config lacks 'max_read $want'"
+	cp "$ZR_TMP/data" "$ZR_MNT/data"
+	sync -f "$ZR_MNT/."
+	zr_drop_kcache
+	cmp "$ZR_TMP/data" "$ZR_MNT/data" || fail "max_read=$opt: the file read back differs"
+	rm "$ZR_MNT/data"
 	zr_umount
 done
 
@@ -93,6 +109,7 @@ refused "cache&maybe" -o cache=maybe "$B" "$M"
 refused "dirty_expire&soon" -o dirty_expire=soon "$B" "$M"
 refused "min_saving&200%" -o min_saving=200% "$B" "$M"
 refused "seq_cutoff&lots" -o seq_cutoff=lots "$B" "$M"
+refused "max_read&6000" -o max_read=6000 "$B" "$M"
 refused "cpu_latency&-5" -o cpu_latency=-5 "$B" "$M"
 refused "busy_poll&5000" -o busy_poll=5000 "$B" "$M"
 refused "no_default_permissions&with -o allow_other" -o no_default_permissions,allow_other "$B" "$M"
