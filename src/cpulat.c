@@ -200,6 +200,7 @@ int zr_cpulat_start(struct zr_fs *fs)
 		fs->lat_fd = -1;
 		return -rc;
 	}
+	pthread_setname_np(fs->lat_thread, "zramfs-cpulat");
 	fs->lat_running = true;
 	return 0;
 }

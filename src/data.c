@@ -1573,6 +1573,7 @@ int zr_wb_start(struct zr_fs *fs)
 	rc = pthread_create(&fs->wb_thread, NULL, wb_main, fs);
 	if (rc)
 		return -rc;
+	pthread_setname_np(fs->wb_thread, "zramfs-wb");	/* for top -H, ps -L */
 	fs->wb_running = true;
 	return 0;
 }

@@ -470,6 +470,7 @@ int main(int argc, char *argv[])
 		zr_log_use_syslog("zramfs");
 	if (pthread_create(&sig_tid, NULL, signal_thread, &sigs) != 0)
 		goto out_unmount;
+	pthread_setname_np(sig_tid, "zramfs-signal");
 	pthread_detach(sig_tid);
 	rc = zr_wb_start(&the_fs);
 	if (rc) {
