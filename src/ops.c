@@ -264,8 +264,8 @@ static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * READs of at most max_read (512k): the kernel sends a read-ahead
 	 * window of 1 MiB as two READs at once, which two threads decompress
 	 * side by side. As one 1 MiB READ, one thread decompressed it while
-	 * the other CPU waited (docs/DESIGN-NOTES.md, "Small writes" and
-	 * read-ahead). libfuse wants the value it gave the mount again here.
+	 * the other CPU waited (docs/DESIGN-NOTES.md, "READ size"). libfuse
+	 * wants the value it gave the mount again here.
 	 */
 	conn->max_read = fs->opt->max_read;
 	conn->max_readahead = 1024 * 1024;
