@@ -150,8 +150,10 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 		ino->size_valid = true;
 		__atomic_store_n(&ino->has_caps, caps, __ATOMIC_RELAXED);
 	}
-	if (fs->store && !ino->blocks)
+	if (fs->store && !ino->blocks) {
+		zr_inode_take_handle(fs, ino, fd);
 		rc = zr_file_create(fs->store, ino, &ino->blocks);
+	}
 out:
 	pthread_rwlock_unlock(&ino->lock);
 	return rc;
@@ -230,6 +232,71 @@ static bool all_zero(const char *p, size_t len)
 	return memcmp(p, zero, 16) == 0 && memcmp(p, p + 16, len - 16) == 0;
 }
 
+#define ZR_LOST_LOGS 8	/* files logged by backing_fd(), then only counted */
+
+/* Whether backing_fd() should log @ino: the first time for a file, and
+ * for the first ZR_LOST_LOGS files of each kind (@removed or renamed; the
+ * next one says why it stops). */
+static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
+{
+	uint64_t n;
+
+	if (__atomic_exchange_n(&ino->lost_logged, true, __ATOMIC_RELAXED))
+		return false;
+	n = __atomic_fetch_add(&fs->lost_logs[removed], 1, __ATOMIC_RELAXED);
+	if (n == ZR_LOST_LOGS)
+		zr_log(ZR_LOG_WARNING, "more files %s behind zramfs's back: counted in %s of .zramfs/stats, no longer logged",
+		       removed ? "removed" : "renamed",
+		       removed ? "removed_dropped" : "handle_writebacks");
+	return n < ZR_LOST_LOGS;
+}
+
+/*
+ * The fd that writeback and fsync write @ino through: the cached one, or,
+ * when none of the file's names reaches it any more (it, or a parent, was
+ * renamed or removed in the backing directory behind zramfs's back), one
+ * opened through its file handle, which *@own tells the caller to close.
+ * *@fdp is -1 when the backing filesystem says the file is gone: its data
+ * has no home, and goes as an unlink's would (logged for the first files).
+ * @return 0, or -errno of the names (no handle, or it cannot tell).
+ */
+static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, int *fdp, bool *own)
+{
+	int fd = zr_fd_get(fs, ino), hfd;
+
+	*own = false;
+	*fdp = fd;
+	if (fd >= 0)
+		return 0;
+	if (fd != -ENOENT && fd != -ESTALE)
+		return fd;
+	hfd = zr_inode_open_handle(fs, ino);
+	if (hfd == -ENOENT) {
+		*fdp = -1;
+		if (lost_log(fs, ino, true))
+			zr_log(ZR_LOG_WARNING, "inode %llu was removed from the backing directory behind zramfs's back: the data not yet written back is dropped, as an unlink drops it",
+			       (unsigned long long)ino->key.ino);
+		return 0;
+	}
+	if (hfd < 0)
+		return fd;
+	if (lost_log(fs, ino, false))
+		zr_log(ZR_LOG_WARNING, "no name zramfs knows reaches inode %llu in the backing directory (renamed behind its back?): written back through its file handle",
+		       (unsigned long long)ino->key.ino);
+	*fdp = hfd;
+	*own = true;
+	return 0;
+}
+
+/* Release what backing_fd() gave. */
+static void backing_fd_put(struct zr_fs *fs, struct zr_inode *ino, int fd, bool own)
+{
+	if (own)
+		close(fd);
+	else if (fd >= 0)
+		zr_fd_put(fs, ino);
+}
+
 /*
  * The store's writeback callback: write @nblocks blocks of file @owner from
  * @buf, clipped to the cached size, then stamp the cached mtime so that make
@@ -244,15 +311,21 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	struct zr_inode *ino = owner;
 	uint64_t start = index * fs->bs, size = load_size(ino), len;
 	struct timespec ts[2];
-	bool stamp;
+	bool stamp, own;
 	int fd, rc;
 
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
 	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
-	fd = zr_fd_get(fs, ino);
-	if (fd < 0)
-		return fd;
+	rc = backing_fd(fs, ino, &fd, &own);
+	if (rc)
+		return rc;
+	if (fd < 0) {
+		zr_stat_add(&fs->removed_dropped, len);
+		return 0;	/* removed behind our back: nowhere to go */
+	}
+	if (own)
+		zr_stat_add(&fs->handle_writebacks, 1);
 	{
 		struct stat st;
 
@@ -282,7 +355,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 		       (unsigned long long)len, (unsigned long long)start,
 		       (unsigned long long)ino->key.ino, strerror(-rc));
 	}
-	zr_fd_put(fs, ino);
+	backing_fd_put(fs, ino, fd, own);
 	return rc;
 }
 
@@ -1129,6 +1202,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	bool own;
 	int fd, rc;
 
 	if (zr_is_ctl(ino)) {
@@ -1136,11 +1210,10 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		return;
 	}
 	rc = zr_data_flush_inode(fs, in);
+	if (rc == 0)
+		rc = backing_fd(fs, in, &fd, &own);
 	if (rc == 0) {
-		fd = zr_fd_get(fs, in);
-		if (fd < 0) {
-			rc = fd;
-		} else {
+		if (fd >= 0) {	/* (-1: removed behind our back, nothing to sync) */
 			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0) {
 				rc = -errno;
 				/* the kernel may have given up pages it could
@@ -1152,7 +1225,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 				if (in->blocks)
 					(void)zr_file_redirty(in->blocks);
 			}
-			zr_fd_put(fs, in);
+			backing_fd_put(fs, in, fd, own);
 		}
 	}
 	fuse_reply_err(req, -rc);

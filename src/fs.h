@@ -149,6 +149,12 @@ struct zr_inode {
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
 					 * file since its writeback was last started
 					 * (data.c: kick_writeback) */
+	struct file_handle *handle;	/* regular files: the backing file's handle, or
+					 * NULL (inode.c: zr_inode_take_handle); set once
+					 * under lock before blocks, read by writeback
+					 * (atomic acquire); freed with the inode */
+	bool lost_logged;		/* relaxed atomic: writeback said once that no
+					 * name reaches the file (data.c: backing_fd) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */
@@ -205,6 +211,10 @@ struct zr_fs {
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
+	uint64_t handle_writebacks;	/* runs written back through a file handle */
+	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */
+	uint64_t lost_logs[2];		/* files data.c's backing_fd() logged, renamed
+					 * and removed */
 
 	/* writeback thread */
 	pthread_t wb_thread;
@@ -216,6 +226,9 @@ struct zr_fs {
 	bool expire_now;		/* relaxed atomic: control changed it, so the
 					 * writeback thread scans for expired data at once */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
+	bool no_handles;		/* immutable: files cannot be opened by handle
+					 * (no CAP_DAC_READ_SEARCH, or the filesystem has
+					 * none; probed at mount) */
 	uint64_t max_file_size;		/* immutable: largest file on backing_dev (probed at mount; UINT64_MAX: not known) */
 	bool backing_in_ram;		/* immutable: the backing filesystem is tmpfs or ramfs */
 
@@ -255,6 +268,9 @@ struct zr_fs {
 	dev_t backing_dev;
 	char bdi[32];			/* "MAJ:MIN" of our mount, set before the loop; "" if unknown */
 	bool read_only;
+	bool quiesced;			/* relaxed atomic: no request runs any more (the
+					 * final writeback), so a missing name is not a
+					 * rename in progress (inode.c: inode_reopen) */
 	uint64_t timeout_s;		/* entry/attr timeout */
 };
 
@@ -296,6 +312,8 @@ void zr_fs_drop_orphans(struct zr_fs *fs);
 bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino);
 void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino);
 void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
+void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd);
+int zr_inode_open_handle(struct zr_fs *fs, struct zr_inode *ino);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

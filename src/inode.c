@@ -74,6 +74,95 @@ static uint64_t probe_max_file_size(int dirfd)
 	return lo;
 }
 
+/* ---- file handles (see zr_inode.handle) ---- */
+
+/*
+ * A regular file's handle (name_to_handle_at(2)) is taken when its data is
+ * first attached, so that writeback still reaches the file when none of its
+ * names does: the file or a parent was renamed in the backing directory
+ * behind zramfs's back, or removed there, which the handle tells apart
+ * (zr_inode_open_handle()). Opening by handle needs CAP_DAC_READ_SEARCH and
+ * a filesystem that hands out handles: tried once on the backing root.
+ */
+union zr_handle_buf {
+	struct file_handle fh;
+	char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+};
+
+static void handles_probe(struct zr_fs *fs)
+{
+	union zr_handle_buf h;
+	int mnt, fd = -1;
+
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) == 0)
+		fd = open_by_handle_at(fs->root_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fs->no_handles = true;
+		zr_log(ZR_LOG_INFO, "backing files cannot be opened by handle (%s): data of a file renamed in the backing directory behind zramfs's back is kept in RAM until unmount, and its final writeback waits for the name",
+		       strerror(errno));
+		return;
+	}
+	close(fd);
+}
+
+/**
+ * zr_inode_take_handle() - record the handle of @ino, a regular file whose
+ * backing fd is @fd, unless it has one. Only for the backing root's
+ * filesystem (the handle is opened relative to the root's fd). A failure
+ * leaves no handle: writeback then knows the file by its names only.
+ * Caller holds ino->lock for writing.
+ */
+void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	union zr_handle_buf h;
+	struct file_handle *copy;
+	size_t len;
+	int mnt;
+
+	if (fs->no_handles || ino->handle || ino->key.dev != fs->backing_dev)
+		return;
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0)
+		return;
+	len = sizeof(struct file_handle) + h.fh.handle_bytes;
+	copy = malloc(len);
+	if (!copy)
+		return;
+	memcpy(copy, &h.fh, len);
+	__atomic_store_n(&ino->handle, copy, __ATOMIC_RELEASE);
+}
+
+/**
+ * zr_inode_open_handle() - open @ino's backing file through its handle,
+ * for when no name reaches it any more.
+ * @return an fd the caller closes; -ENOENT when the backing filesystem says
+ * the file is gone (freed, or open elsewhere with no link left); -ENOTSUP
+ * when there is no handle; another -errno when it cannot tell.
+ */
+int zr_inode_open_handle(struct zr_fs *fs, struct zr_inode *ino)
+{
+	struct file_handle *h = __atomic_load_n(&ino->handle, __ATOMIC_ACQUIRE);
+	struct stat st;
+	int fd, flags = (fs->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+
+	if (!h)
+		return -ENOTSUP;
+	fd = open_by_handle_at(fs->root_fd, h, flags);
+	if (fd < 0)
+		return errno == ESTALE ? -ENOENT : -errno;
+	if (fstat(fd, &st) < 0 || st.st_ino != ino->key.ino || st.st_dev != ino->key.dev) {
+		close(fd);
+		return -ESTALE;
+	}
+	if (st.st_nlink == 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	zr_stat_add(&fs->fd_opens, 1);
+	return fd;
+}
+
 /* ---- the orphan directory (see zr_fs.orphans) ---- */
 
 static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
@@ -423,6 +512,8 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_rwlock_init(&fs->orphans.lock, NULL);
 	pthread_mutex_init(&fs->orphan_lock, NULL);
 	orphans_open(fs, false);
+	if (!opt->read_only && opt->cache != ZR_CACHE_NONE)
+		handles_probe(fs);
 	fs->dirty_expire_ms = opt->dirty_expire_ms;
 	fs->timeout_s = 86400;
 	return 0;
@@ -501,6 +592,7 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 	if (ino->blocks)
 		zr_file_put(ino->blocks);
 	free(ino->gone_st);
+	free(ino->handle);
 	pthread_rwlock_destroy(&ino->lock);
 	free(ino);
 }
@@ -870,6 +962,8 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 		if (fd < 0) {
 			if (rc != -ENOENT)
 				return rc;
+			if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED))
+				return rc;	/* no rename of ours can be running */
 			if (attempt >= 2)	/* renamed under us */
 				usleep(100u * (unsigned)(attempt - 1));
 			continue;

@@ -214,6 +214,7 @@ static int final_writeback(struct zr_fs *fs)
 	session_over = true;
 	retry_now = false;
 	pthread_mutex_unlock(&retry_lock);
+	__atomic_store_n(&fs->quiesced, true, __ATOMIC_RELAXED);
 	if (!fs->store)
 		return syncfs(fs->root_fd) < 0 ? -errno : 0;
 	for (;;) {

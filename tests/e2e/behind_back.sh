@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# behind_back: files whose data is still dirty in the tier are renamed or
+# removed in the backing directory itself, behind the daemon's back (an
+# `rm -rf` or `mv` of the backing tree right after umount, a script that
+# works on both sides).  The daemon knows a file by its names, which then
+# reach nothing: it must find a renamed file through the handle it took
+# (data written back under the new name, by the control command, by
+# fsync(2) and by the final writeback at unmount), and tell a removed file
+# from a renamed one (its data has no home: dropped, as an unlink drops
+# it), so that the unmount ends instead of retrying for ever.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "renames and removes files behind the daemon's back"
+zr_need_root "opening files by handle needs CAP_DAC_READ_SEARCH"
+zr_stats_on || zr_skip "needs the .zramfs control directory"
+zr_need_tool python3
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+N=48
+for i in $(seq $N); do head -c 9000 /dev/urandom >"$ZR_TMP/src$i"; done
+
+# fill DIR COUNT: small files written through the mount, so that the fd
+# cache (max_fds=16) has long forgotten the files written before them
+fill() {
+	mkdir -p "$1"
+	for i in $(seq "$2"); do echo "filler $i" >"$1/f$i"; done
+}
+
+# max_fds=16: almost no file keeps its fd, each is reopened by its names
+zr_mount "max_fds=16,block_size=4k,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+M=$ZR_MNT
+grep -q "cannot be opened by handle" "$ZR_LOG" &&
+	zr_skip "the backing filesystem here gives no file handles: $(cat "$ZR_LOG")"
+
+say "$N files renamed, $N removed and a directory renamed, behind the daemon's back"
+mkdir "$M/ren" "$M/del" "$M/top" "$M/top/sub"
+for i in $(seq $N); do
+	cp "$ZR_TMP/src$i" "$M/ren/r$i"
+	cp "$ZR_TMP/src$i" "$M/del/d$i"
+done
+cp "$ZR_TMP/src1" "$M/top/sub/deep"
+fill "$M/fill1" 64
+[ "$(zr_stat fds_open)" -le 16 ] || fail "fds_open $(zr_stat fds_open) above max_fds=16"
+dirty=$(zr_stat blocks_dirty)
+[ "$dirty" -ge $((N * 2 * 2)) ] || fail "only $dirty dirty blocks: the case is not tested"
+for i in $(seq $N); do mv "$B/ren/r$i" "$B/ren/s$i"; done
+rm "$B"/del/d*
+mv "$B/top" "$B/top2"
+
+say "writeback all: the renamed files reached through their handles"
+zr_ctl writeback all
+[ "$(zr_stat blocks_dirty)" = 0 ] || fail "$(zr_stat blocks_dirty) blocks still dirty after writeback all"
+hw=$(zr_stat handle_writebacks)
+rd=$(zr_stat removed_dropped)
+say "handle_writebacks $hw, removed_dropped $rd"
+# every renamed file but the few the fd cache may still hold
+[ "$hw" -ge $((N - 16)) ] || fail "handle_writebacks is $hw, expected at least $((N - 16))"
+[ "$rd" -ge $(((N - 16) * 9000)) ] || fail "removed_dropped is $rd, expected at least $(((N - 16) * 9000))"
+for i in $(seq $N); do
+	cmp "$ZR_TMP/src$i" "$B/ren/s$i" || fail "renamed file s$i is not the data written"
+done
+cmp "$ZR_TMP/src1" "$B/top2/sub/deep" || fail "the file in the renamed directory is not the data written"
+[ -z "$(ls -A "$B/del")" ] || fail "a removed file came back: $(ls "$B/del" | head -3)"
+grep -q "renamed behind its back" "$ZR_LOG" || fail "the log does not say a file was reached by handle"
+grep -q "removed from the backing directory behind" "$ZR_LOG" ||
+	fail "the log does not say dirty data of a removed file was dropped"
+
+say "fsync(2) of an open file renamed behind the daemon's back"
+# (what it wrote reaches the daemon before the rename: sync(2) makes the
+# kernel send what its writeback cache holds, which stays dirty in the tier)
+python3 - "$M" "$B" <<'EOF' || fail "fsync of a file renamed behind the daemon's back"
+import os, sys
+m, b = sys.argv[1], sys.argv[2]
+a, z = os.urandom(20000), os.urandom(30000)
+fd = os.open(m + "/ren/open", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, a)
+os.fsync(fd)
+os.write(fd, z)
+os.sync()
+os.rename(b + "/ren/open", b + "/ren/open.moved")
+for i in range(40):		# push the file's fd out of the cache
+    with open("%s/fill1/g%d" % (m, i), "w") as f:
+        f.write("x")
+os.fsync(fd)			# raises on failure
+with open(b + "/ren/open.moved", "rb") as f:
+    got = f.read()
+os.close(fd)
+if got != a + z:
+    sys.exit("after fsync the renamed backing file holds %d bytes, not the %d written"
+             % (len(got), len(a) + len(z)))
+EOF
+
+say "the final writeback at unmount: $N renamed, $N removed, then umount ends"
+mkdir "$M/late"
+for i in $(seq $N); do
+	cp "$ZR_TMP/src$i" "$M/late/a$i"
+	cp "$ZR_TMP/src$i" "$M/late/b$i"
+done
+fill "$M/fill2" 64
+[ "$(zr_stat blocks_dirty)" -ge $((N * 2 * 2)) ] || fail "too few dirty blocks before the unmount"
+for i in $(seq $N); do mv "$B/late/a$i" "$B/late/m$i"; done
+rm "$B"/late/b*
+log=$ZR_LOG
+# before: every attempt failed with ENOENT, and the daemon never exited
+zr_umount
+for i in $(seq $N); do
+	cmp "$ZR_TMP/src$i" "$B/late/m$i" || fail "late/m$i is not the data written after the unmount"
+done
+[ "$(ls "$B/late" | wc -l)" = "$N" ] || fail "late/ holds $(ls "$B/late" | wc -l) files, expected $N"
+! grep -q "final writeback failed" "$log" || fail "the final writeback failed: $(grep "final writeback failed" "$log" | head -1)"
+# one line a file for the first few files of each kind, then one that says
+# the rest are only counted
+n=$(grep -c "renamed behind its back" "$log" || true)
+[ "$n" -le 8 ] || fail "$n files reached by handle were logged, expected at most 8"
+grep -q "more files renamed behind zramfs's back: counted in handle_writebacks" "$log" ||
+	fail "the log does not say that further renamed files are only counted"
+grep -q "more files removed behind zramfs's back: counted in removed_dropped" "$log" ||
+	fail "the log does not say that further removed files are only counted"
