@@ -241,38 +241,45 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
 {
 	uint64_t n;
 
-	if (__atomic_exchange_n(&ino->lost_logged, true, __ATOMIC_RELAXED))
+	if (__atomic_exchange_n(&ino->nameless, true, __ATOMIC_RELAXED))
 		return false;
 	n = __atomic_fetch_add(&fs->lost_logs[removed], 1, __ATOMIC_RELAXED);
 	if (n == ZR_LOST_LOGS)
 		zr_log(ZR_LOG_WARNING, "more files %s behind zramfs's back: counted in %s of .zramfs/stats, no longer logged",
 		       removed ? "removed" : "renamed",
-		       removed ? "removed_dropped" : "handle_writebacks");
+		       removed ? "removed_dropped" : "handle_opens");
 	return n < ZR_LOST_LOGS;
 }
 
 /*
- * The fd that writeback and fsync write @ino through: the cached one, or,
- * when none of the file's names reaches it any more (it, or a parent, was
- * renamed or removed in the backing directory behind zramfs's back), one
- * opened through its file handle, which *@own tells the caller to close.
+ * The fd that writeback and fsync write @ino through, pinned until
+ * zr_fd_put(): the cached one, or, when none of the file's names reaches it
+ * any more (it, or a parent, was renamed or removed in the backing
+ * directory behind zramfs's back), one opened through its file handle.
  * *@fdp is -1 when the backing filesystem says the file is gone: its data
- * has no home, and goes as an unlink's would (logged for the first files).
+ * has no home, and its @len bytes go as an unlink's would (logged for the
+ * first files, counted), unless an unlink or rename of ours holds the
+ * inode's lock across its backing call: it drops the blocks itself.
  * @return 0, or -errno of the names (no handle, or it cannot tell).
  */
-static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, int *fdp, bool *own)
+static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int *fdp)
 {
 	int fd = zr_fd_get(fs, ino), hfd;
+	bool gone;
 
-	*own = false;
 	*fdp = fd;
 	if (fd >= 0)
 		return 0;
 	if (fd != -ENOENT && fd != -ESTALE)
 		return fd;
-	hfd = zr_inode_open_handle(fs, ino);
-	if (hfd == -ENOENT) {
+	hfd = zr_fd_get_by_handle(fs, ino, &gone);
+	if (gone) {
 		*fdp = -1;
+		/* (a trylock never waits: no lock order to keep) */
+		if (pthread_rwlock_tryrdlock(&ino->lock) != 0)
+			return 0;	/* ours, or cannot tell: no word */
+		pthread_rwlock_unlock(&ino->lock);
+		zr_stat_add(&fs->removed_dropped, len);
 		if (lost_log(fs, ino, true))
 			zr_log(ZR_LOG_WARNING, "inode %llu was removed from the backing directory behind zramfs's back: the data not yet written back is dropped, as an unlink drops it",
 			       (unsigned long long)ino->key.ino);
@@ -284,17 +291,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, int *fdp, bool *ow
 		zr_log(ZR_LOG_WARNING, "no name zramfs knows reaches inode %llu in the backing directory (renamed behind its back?): written back through its file handle",
 		       (unsigned long long)ino->key.ino);
 	*fdp = hfd;
-	*own = true;
 	return 0;
-}
-
-/* Release what backing_fd() gave. */
-static void backing_fd_put(struct zr_fs *fs, struct zr_inode *ino, int fd, bool own)
-{
-	if (own)
-		close(fd);
-	else if (fd >= 0)
-		zr_fd_put(fs, ino);
 }
 
 /*
@@ -311,21 +308,17 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	struct zr_inode *ino = owner;
 	uint64_t start = index * fs->bs, size = load_size(ino), len;
 	struct timespec ts[2];
-	bool stamp, own;
+	bool stamp;
 	int fd, rc;
 
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
 	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
-	rc = backing_fd(fs, ino, &fd, &own);
+	rc = backing_fd(fs, ino, len, &fd);
 	if (rc)
 		return rc;
-	if (fd < 0) {
-		zr_stat_add(&fs->removed_dropped, len);
+	if (fd < 0)
 		return 0;	/* removed behind our back: nowhere to go */
-	}
-	if (own)
-		zr_stat_add(&fs->handle_writebacks, 1);
 	{
 		struct stat st;
 
@@ -355,7 +348,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 		       (unsigned long long)len, (unsigned long long)start,
 		       (unsigned long long)ino->key.ino, strerror(-rc));
 	}
-	backing_fd_put(fs, ino, fd, own);
+	zr_fd_put(fs, ino);
 	return rc;
 }
 
@@ -1202,7 +1195,6 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in = zr_inode_from_ino(fs, ino);
-	bool own;
 	int fd, rc;
 
 	if (zr_is_ctl(ino)) {
@@ -1211,7 +1203,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	rc = zr_data_flush_inode(fs, in);
 	if (rc == 0)
-		rc = backing_fd(fs, in, &fd, &own);
+		rc = backing_fd(fs, in, 0, &fd);
 	if (rc == 0) {
 		if (fd >= 0) {	/* (-1: removed behind our back, nothing to sync) */
 			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0) {
@@ -1225,7 +1217,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 				if (in->blocks)
 					(void)zr_file_redirty(in->blocks);
 			}
-			backing_fd_put(fs, in, fd, own);
+			zr_fd_put(fs, in);
 		}
 	}
 	fuse_reply_err(req, -rc);

@@ -153,8 +153,9 @@ struct zr_inode {
 					 * NULL (inode.c: zr_inode_take_handle); set once
 					 * under lock before blocks, read by writeback
 					 * (atomic acquire); freed with the inode */
-	bool lost_logged;		/* relaxed atomic: writeback said once that no
-					 * name reaches the file (data.c: backing_fd) */
+	bool nameless;			/* relaxed atomic: writeback found that no name
+					 * reaches the file (and said so once): reopens
+					 * do not wait for a rename (data.c: backing_fd) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */
@@ -211,7 +212,8 @@ struct zr_fs {
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
-	uint64_t handle_writebacks;	/* runs written back through a file handle */
+	uint64_t handle_opens;		/* files opened through their handle (no name
+					 * reached them) */
 	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */
 	uint64_t lost_logs[2];		/* files data.c's backing_fd() logged, renamed
 					 * and removed */
@@ -313,7 +315,7 @@ bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino);
 void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino);
 void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd);
-int zr_inode_open_handle(struct zr_fs *fs, struct zr_inode *ino);
+int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

@@ -81,29 +81,56 @@ static uint64_t probe_max_file_size(int dirfd)
  * first attached, so that writeback still reaches the file when none of its
  * names does: the file or a parent was renamed in the backing directory
  * behind zramfs's back, or removed there, which the handle tells apart
- * (zr_inode_open_handle()). Opening by handle needs CAP_DAC_READ_SEARCH and
- * a filesystem that hands out handles: tried once on the backing root.
+ * (zr_fd_get_by_handle()). Opening by handle needs CAP_DAC_READ_SEARCH and
+ * a filesystem whose answers can be trusted: tried once at mount.
  */
 union zr_handle_buf {
 	struct file_handle fh;
 	char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
 };
 
+/*
+ * Whether the backing filesystem's answers can be trusted: when it says a
+ * handle is stale (or the file has no link), the file is gone. On these
+ * local filesystems a handle only goes stale when its inode is freed; on
+ * NFS a change of the server's exports makes live files stale, and on FUSE
+ * any inode the kernel has evicted from its cache is.
+ */
+static bool handles_trusted(long f_type)
+{
+	return f_type == EXT4_SUPER_MAGIC || f_type == XFS_SUPER_MAGIC ||
+	       f_type == BTRFS_SUPER_MAGIC || f_type == TMPFS_MAGIC;
+}
+
+/* Set fs->no_handles unless a regular file of the backing root's
+ * filesystem opens O_RDWR by handle (an unnamed O_TMPFILE one). */
 static void handles_probe(struct zr_fs *fs)
 {
 	union zr_handle_buf h;
-	int mnt, fd = -1;
+	struct statfs sfs;
+	const char *why = NULL;
+	int mnt, fd, hfd = -1;
 
-	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (name_to_handle_at(fs->root_fd, "", &h.fh, &mnt, AT_EMPTY_PATH) == 0)
-		fd = open_by_handle_at(fs->root_fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fs->no_handles = true;
-		zr_log(ZR_LOG_INFO, "backing files cannot be opened by handle (%s): data of a file renamed in the backing directory behind zramfs's back is kept in RAM until unmount, and its final writeback waits for the name",
-		       strerror(errno));
+	fs->no_handles = true;
+	if (fstatfs(fs->root_fd, &sfs) < 0 || !handles_trusted((long)sfs.f_type)) {
+		zr_log(ZR_LOG_INFO, "files are not opened by handle on this backing filesystem: data of a file renamed in the backing directory behind zramfs's back is kept in RAM, and the final writeback waits for the name");
 		return;
 	}
-	close(fd);
+	fd = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	h.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (fd < 0 || name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 ||
+	    (hfd = open_by_handle_at(fs->root_fd, &h.fh, O_RDWR | O_CLOEXEC)) < 0)
+		why = strerror(errno);
+	if (hfd >= 0)
+		close(hfd);
+	if (fd >= 0)
+		close(fd);
+	if (why) {
+		zr_log(ZR_LOG_INFO, "backing files cannot be opened by handle (%s): data of a file renamed in the backing directory behind zramfs's back is kept in RAM, and the final writeback waits for the name",
+		       why);
+		return;
+	}
+	fs->no_handles = false;
 }
 
 /**
@@ -133,34 +160,42 @@ void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd)
 	__atomic_store_n(&ino->handle, copy, __ATOMIC_RELEASE);
 }
 
+static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
+
 /**
- * zr_inode_open_handle() - open @ino's backing file through its handle,
- * for when no name reaches it any more.
- * @return an fd the caller closes; -ENOENT when the backing filesystem says
- * the file is gone (freed, or open elsewhere with no link left); -ENOTSUP
- * when there is no handle; another -errno when it cannot tell.
+ * zr_fd_get_by_handle() - like zr_fd_get(), for when no name of @ino
+ * reaches its backing file any more: the fd is opened through the file's
+ * handle and cached (pinned until zr_fd_put()). *@gone tells that the
+ * backing filesystem says the file no longer exists (its handle is stale,
+ * or it has no link left).
+ * @return the fd, or -errno (-ENOTSUP: no handle); -ENOENT when *@gone.
  */
-int zr_inode_open_handle(struct zr_fs *fs, struct zr_inode *ino)
+int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone)
 {
 	struct file_handle *h = __atomic_load_n(&ino->handle, __ATOMIC_ACQUIRE);
 	struct stat st;
-	int fd, flags = (fs->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	int fd;
 
+	*gone = false;
 	if (!h)
 		return -ENOTSUP;
-	fd = open_by_handle_at(fs->root_fd, h, flags);
-	if (fd < 0)
-		return errno == ESTALE ? -ENOENT : -errno;
+	fd = open_by_handle_at(fs->root_fd, h, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		*gone = errno == ESTALE;
+		return *gone ? -ENOENT : -errno;
+	}
 	if (fstat(fd, &st) < 0 || st.st_ino != ino->key.ino || st.st_dev != ino->key.dev) {
 		close(fd);
 		return -ESTALE;
 	}
 	if (st.st_nlink == 0) {
 		close(fd);
+		*gone = true;
 		return -ENOENT;
 	}
 	zr_stat_add(&fs->fd_opens, 1);
-	return fd;
+	zr_stat_add(&fs->handle_opens, 1);
+	return fd_cache_install(fs, ino, fd);
 }
 
 /* ---- the orphan directory (see zr_fs.orphans) ---- */
@@ -962,8 +997,11 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 		if (fd < 0) {
 			if (rc != -ENOENT)
 				return rc;
-			if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED))
-				return rc;	/* no rename of ours can be running */
+			/* no rename of ours can be running, or the names
+			 * failed before (renamed behind our back) */
+			if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) ||
+			    __atomic_load_n(&ino->nameless, __ATOMIC_RELAXED))
+				return rc;
 			if (attempt >= 2)	/* renamed under us */
 				usleep(100u * (unsigned)(attempt - 1));
 			continue;
@@ -1016,7 +1054,13 @@ int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino)
 	fd = inode_reopen(fs, ino, fd_open_flags(fs, ino));
 	if (fd < 0)
 		return fd;
+	return fd_cache_install(fs, ino, fd);
+}
 
+/* Give @fd, just opened for @ino, to the cache (closed if another thread
+ * installed one meanwhile). @return the cached fd, pinned until zr_fd_put(). */
+static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd >= 0) {
 		close(fd);	/* another thread installed one meanwhile */
