@@ -940,6 +940,27 @@ static int fd_open_flags(struct zr_fs *fs, struct zr_inode *ino)
 	return O_PATH | O_NOFOLLOW;
 }
 
+/* Copy the @n-th name of @ino (see zr_inode_name()). @return 0, or -ESTALE
+ * when it has fewer names. */
+static int inode_name_nth(struct zr_fs *fs, struct zr_inode *ino, unsigned n,
+			  struct zr_inode **parent, char name[NAME_MAX + 1])
+{
+	struct zr_alias *a;
+
+	pthread_rwlock_rdlock(&fs->ns_lock);
+	for (a = ino->aliases; a && n > 0; a = a->next)
+		n--;
+	if (!a) {
+		pthread_rwlock_unlock(&fs->ns_lock);
+		return -ESTALE;
+	}
+	*parent = a->parent;
+	snprintf(name, NAME_MAX + 1, "%s", a->name);
+	zr_inode_ref(fs, *parent);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return 0;
+}
+
 /**
  * zr_inode_name() - copy one name of @ino: its parent (with a reference the
  * caller drops with zr_inode_unref()) and the name.
@@ -948,69 +969,98 @@ static int fd_open_flags(struct zr_fs *fs, struct zr_inode *ino)
 int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
 		  char name[NAME_MAX + 1])
 {
-	pthread_rwlock_rdlock(&fs->ns_lock);
-	if (!ino->aliases) {
-		pthread_rwlock_unlock(&fs->ns_lock);
+	return inode_name_nth(fs, ino, 0, parent, name);
+}
+
+/* What inode_open_name() tried. */
+enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT };
+
+/*
+ * Open @ino through its @n-th name, relative to the parent's (cached) fd.
+ * *@what says whether the name was tried, there is no such name, or the
+ * parent's fd could not be had.
+ * @return an fd (the caller owns it), -ENOENT when the name is gone, -ESTALE
+ * when it reaches another file, or the -errno of the open or the parent's.
+ */
+static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, int flags,
+			   enum zr_name_try *what)
+{
+	struct zr_inode *parent;
+	char name[NAME_MAX + 1];
+	struct stat st;
+	int pfd, fd, rc;
+
+	*what = ZR_NAME_NONE;
+	if (inode_name_nth(fs, ino, n, &parent, name) != 0)
 		return -ESTALE;
+	*what = ZR_NAME_PARENT;
+	pfd = zr_fd_get(fs, parent);
+	if (pfd < 0) {
+		zr_inode_unref(fs, parent);
+		return pfd;
 	}
-	*parent = ino->aliases->parent;
-	snprintf(name, NAME_MAX + 1, "%s", ino->aliases->name);
-	zr_inode_ref(fs, *parent);
-	pthread_rwlock_unlock(&fs->ns_lock);
-	return 0;
+	*what = ZR_NAME_TRIED;
+	fd = openat(pfd, name, flags | O_CLOEXEC);
+	if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM ||
+		       errno == ETXTBSY) &&
+	    (flags & O_ACCMODE) == O_RDWR)
+		fd = openat(pfd, name, (flags & ~O_ACCMODE) | O_RDONLY | O_CLOEXEC);
+	rc = -errno;
+	zr_fd_put(fs, parent);
+	zr_inode_unref(fs, parent);
+	if (fd < 0)
+		return rc;
+	zr_stat_add(&fs->fd_opens, 1);
+	if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino && st.st_dev == ino->key.dev)
+		return fd;
+	close(fd);
+	return -ESTALE;
 }
 
 /*
- * Open @ino afresh through one of its names, relative to the parent's
- * (cached) fd. A rename racing with us is caught by checking the identity,
- * and retried: a name that is gone (ENOENT) was renamed on the backing
- * filesystem, and the renaming thread updates the names it knows right
- * after; with renames of the parents in a loop, eight quick retries were
- * not always enough, so the later ones give it time (46 ms in all).
- * @return an fd (the caller owns it) or -errno.
+ * Open @ino afresh through one of its names, each tried in turn (a hard
+ * link's other name may still reach it). A rename racing with us is
+ * caught by checking the identity, and retried: a name that is gone
+ * (ENOENT) was renamed on the backing filesystem, and the renaming thread
+ * updates the names it knows right after; with renames of the parents in a
+ * loop, eight quick retries were not always enough, so the later ones give
+ * it time (46 ms in all). A parent that cannot be opened has been retried
+ * already (its own reopen): its error is not.
+ * @return an fd (the caller owns it) or -errno: -ESTALE when the inode has
+ * no name, or none reaches it.
  */
 #define ZR_REOPEN_TRIES 32
 static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 {
 	for (int attempt = 0; attempt < ZR_REOPEN_TRIES; attempt++) {
-		struct zr_inode *parent;
-		char name[NAME_MAX + 1];
-		struct stat st;
-		int pfd, fd, rc;
+		bool missing = false, other = false;
+		enum zr_name_try what;
+		int fd, err = 0;
 
-		rc = zr_inode_name(fs, ino, &parent, name);
-		if (rc)
-			return rc;
-		pfd = zr_fd_get(fs, parent);
-		if (pfd < 0) {
-			zr_inode_unref(fs, parent);
-			return pfd;
+		for (unsigned n = 0;; n++) {
+			fd = inode_open_name(fs, ino, n, flags, &what);
+			if (what == ZR_NAME_NONE)
+				break;
+			if (fd >= 0)
+				return fd;
+			if (what == ZR_NAME_TRIED && fd == -ENOENT)
+				missing = true;
+			else if (what == ZR_NAME_TRIED && fd == -ESTALE)
+				other = true;
+			else if (!err)
+				err = fd;
 		}
-		fd = openat(pfd, name, flags | O_CLOEXEC);
-		if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM ||
-			       errno == ETXTBSY) &&
-		    (flags & O_ACCMODE) == O_RDWR)
-			fd = openat(pfd, name, (flags & ~O_ACCMODE) | O_RDONLY | O_CLOEXEC);
-		rc = -errno;
-		zr_fd_put(fs, parent);
-		zr_inode_unref(fs, parent);
-		if (fd < 0) {
-			if (rc != -ENOENT)
-				return rc;
-			/* no rename of ours can be running, or the names
-			 * failed before (renamed behind our back) */
-			if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) ||
-			    __atomic_load_n(&ino->nameless, __ATOMIC_RELAXED))
-				return rc;
-			if (attempt >= 2)	/* renamed under us */
-				usleep(100u * (unsigned)(attempt - 1));
-			continue;
-		}
-		zr_stat_add(&fs->fd_opens, 1);
-		if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino &&
-		    st.st_dev == ino->key.dev)
-			return fd;
-		close(fd);
+		if (!missing && !other)
+			return err ? err : -ESTALE;	/* no name, or none could be tried */
+		if (!missing)
+			continue;	/* a name reached another file: renamed meanwhile */
+		/* no rename of ours can be running, or the names failed
+		 * before (renamed behind our back) */
+		if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&ino->nameless, __ATOMIC_RELAXED))
+			return -ENOENT;
+		if (attempt >= 2)	/* renamed under us */
+			usleep(100u * (unsigned)(attempt - 1));
 	}
 	return -ESTALE;
 }

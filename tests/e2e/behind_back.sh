@@ -10,7 +10,8 @@
 # from a renamed one (its data has no home: dropped, as an unlink drops
 # it), so that the unmount ends instead of retrying for ever.  On ramfs,
 # whose answers are not trusted (NFS and FUSE are not either), no handle is
-# used: a renamed file's data stays dirty until its name is back.
+# used: a renamed file's data stays dirty until its name is back, and a
+# hard-linked file is reached through whichever of its names still works.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "renames and removes files behind the daemon's back"
@@ -133,9 +134,17 @@ mount -t ramfs ramfs "$RB" || fail "cannot mount a ramfs on $RB"
 zr_mount "max_fds=16,block_size=4k,dirty_expire=1h,seq_cutoff=0" "$RB" "$M"
 grep -q "not opened by handle on this backing filesystem" "$ZR_LOG" ||
 	fail "the daemon does not say that it opens no file by handle on ramfs"
-mkdir "$M/r"
-for i in $(seq $N); do cp "$ZR_TMP/src$i" "$M/r/x$i"; done
+mkdir "$M/r" "$M/h"
+for i in $(seq $N); do
+	cp "$ZR_TMP/src$i" "$M/r/x$i"
+	cp "$ZR_TMP/src$i" "$M/h/a$i"
+	ln "$M/h/a$i" "$M/h/b$i"
+done
 fill "$M/fill" 64
+say "hard links: one of the two names renamed behind the daemon's back, the other reaches the file"
+for i in $(seq $N); do
+	if [ $((i % 2)) = 0 ]; then mv "$RB/h/a$i" "$RB/h/c$i"; else mv "$RB/h/b$i" "$RB/h/c$i"; fi
+done
 for i in $(seq $N); do mv "$RB/r/x$i" "$RB/r/y$i"; done
 # the names reach nothing and there is no handle: the blocks stay dirty
 if echo "writeback all" >"$M/.zramfs/control"; then
@@ -143,6 +152,10 @@ if echo "writeback all" >"$M/.zramfs/control"; then
 fi
 [ "$(zr_stat blocks_dirty)" -ge $(((N - 16) * 3)) ] ||
 	fail "only $(zr_stat blocks_dirty) blocks still dirty after the failed writeback"
+for i in $(seq $N); do
+	cmp "$ZR_TMP/src$i" "$RB/h/c$i" ||
+		fail "ramfs h/c$i is not the data written: the hard link's other name was not tried"
+done
 [ "$(zr_stat removed_dropped)" = 0 ] || fail "removed_dropped is $(zr_stat removed_dropped) on ramfs"
 [ "$(zr_stat handle_opens)" = 0 ] || fail "handle_opens is $(zr_stat handle_opens) on ramfs"
 say "the names put back: everything is written back"
@@ -152,4 +165,5 @@ zr_ctl writeback all
 zr_umount
 for i in $(seq $N); do
 	cmp "$ZR_TMP/src$i" "$RB/r/x$i" || fail "ramfs r/x$i is not the data written"
+	cmp "$ZR_TMP/src$i" "$RB/h/c$i" || fail "ramfs h/c$i (a hard link's renamed name) is not the data written"
 done
