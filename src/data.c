@@ -255,7 +255,8 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
  * The fd that writeback and fsync write @ino through, pinned until
  * zr_fd_put(): the cached one, or, when none of the file's names reaches it
  * any more (it, or a parent, was renamed or removed in the backing
- * directory behind zramfs's back), one opened through its file handle.
+ * directory behind zramfs's back, or its name now holds a symlink or a
+ * directory), one opened through its file handle.
  * *@fdp is -1 when the backing filesystem says the file is gone: its data
  * has no home, and its @len bytes go as an unlink's would (logged for the
  * first files, counted), unless an unlink or rename of ours holds the
@@ -270,8 +271,9 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 	*fdp = fd;
 	if (fd >= 0)
 		return 0;
-	if (fd != -ENOENT && fd != -ESTALE)
-		return fd;
+	/* whatever the names say (gone, another file, a symlink or a
+	 * directory there now, EIO), the handle decides; its own failure
+	 * leaves the names' error */
 	hfd = zr_fd_get_by_handle(fs, ino, &gone);
 	if (gone) {
 		*fdp = -1;

@@ -3,8 +3,9 @@
 # behind_back: files whose data is still dirty in the tier are renamed or
 # removed in the backing directory itself, behind the daemon's back (an
 # `rm -rf` or `mv` of the backing tree right after umount, a script that
-# works on both sides).  The daemon knows a file by its names, which then
-# reach nothing: it must find a renamed file through the handle it took
+# works on both sides, a symlink or directory put where a file was).  The
+# daemon knows a file by its names, which then reach nothing (ENOENT,
+# ELOOP, EISDIR): it must find a renamed file through the handle it took
 # (data written back under the new name, by the control command, by
 # fsync(2) and by the final writeback at unmount), and tell a removed file
 # from a renamed one (its data has no home: dropped, as an unlink drops
@@ -99,16 +100,25 @@ EOF
 hw1=$(zr_stat handle_opens)
 [ "$hw1" -gt "$hw0" ] || fail "handle_opens stayed at $hw0: the fsync did not go through the handle"
 
-say "the final writeback at unmount: $N renamed, $N removed, then umount ends"
-mkdir "$M/late"
+say "the final writeback at unmount: $N renamed, $N removed, 4 replaced by a symlink or a directory, then umount ends"
+mkdir "$M/late" "$M/repl"
 for i in $(seq $N); do
 	cp "$ZR_TMP/src$i" "$M/late/a$i"
 	cp "$ZR_TMP/src$i" "$M/late/b$i"
 done
+for i in 1 2 3 4; do cp "$ZR_TMP/src$i" "$M/repl/s$i"; done
 fill "$M/fill2" 64
 [ "$(zr_stat blocks_dirty)" -ge $((N * 2 * 2)) ] || fail "too few dirty blocks before the unmount"
 for i in $(seq $N); do mv "$B/late/a$i" "$B/late/m$i"; done
 rm "$B"/late/b*
+# the name now opens as something else (ELOOP, EISDIR): s1 and s2 were
+# removed, s3 and s4 moved away first
+rm "$B/repl/s1" "$B/repl/s2"
+mv "$B/repl/s3" "$B/repl/moved3"
+mv "$B/repl/s4" "$B/repl/moved4"
+ln -s /nonexistent "$B/repl/s1"
+ln -s /nonexistent "$B/repl/s3"
+mkdir "$B/repl/s2" "$B/repl/s4"
 log=$ZR_LOG
 # before: every attempt failed with ENOENT, and the daemon never exited
 zr_umount
@@ -116,6 +126,10 @@ for i in $(seq $N); do
 	cmp "$ZR_TMP/src$i" "$B/late/m$i" || fail "late/m$i is not the data written after the unmount"
 done
 [ "$(ls "$B/late" | wc -l)" = "$N" ] || fail "late/ holds $(ls "$B/late" | wc -l) files, expected $N"
+cmp "$ZR_TMP/src3" "$B/repl/moved3" || fail "repl/moved3 (its name then a symlink) is not the data written"
+cmp "$ZR_TMP/src4" "$B/repl/moved4" || fail "repl/moved4 (its name then a directory) is not the data written"
+[ -L "$B/repl/s1" ] && [ -L "$B/repl/s3" ] && [ -d "$B/repl/s2" ] && [ -d "$B/repl/s4" ] ||
+	fail "what replaced the names in repl/ was changed: $(ls -l "$B/repl")"
 ! grep -q "final writeback failed" "$log" || fail "the final writeback failed: $(grep "final writeback failed" "$log" | head -1)"
 # one line a file for the first few files of each kind, then one that says
 # the rest are only counted (of both mounts' phases: the daemon counts for
