@@ -241,7 +241,7 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
 {
 	uint64_t n;
 
-	if (__atomic_exchange_n(&ino->nameless, true, __ATOMIC_RELAXED))
+	if (__atomic_exchange_n(&ino->lost_logged, true, __ATOMIC_RELAXED))
 		return false;
 	n = __atomic_fetch_add(&fs->lost_logs[removed], 1, __ATOMIC_RELAXED);
 	if (n == ZR_LOST_LOGS)
@@ -265,8 +265,13 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
  */
 static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int *fdp)
 {
-	int fd = zr_fd_get(fs, ino), hfd;
+	int fd, hfd;
 	bool gone;
+
+	/* with a handle to settle it, a missing name is not waited for (a
+	 * rename of ours in flight ends up at the same file) */
+	fd = __atomic_load_n(&ino->handle, __ATOMIC_ACQUIRE) ? zr_fd_get_nowait(fs, ino)
+							     : zr_fd_get(fs, ino);
 
 	*fdp = fd;
 	if (fd >= 0)
@@ -290,7 +295,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 	if (hfd < 0)
 		return fd;
 	if (lost_log(fs, ino, false))
-		zr_log(ZR_LOG_WARNING, "no name zramfs knows reaches inode %llu in the backing directory (renamed behind its back?): written back through its file handle",
+		zr_log(ZR_LOG_WARNING, "no name zramfs knows reached inode %llu in the backing directory (renamed behind its back, or a rename through the mount was under way): written back through its file handle",
 		       (unsigned long long)ino->key.ino);
 	*fdp = hfd;
 	return 0;

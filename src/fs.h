@@ -153,9 +153,8 @@ struct zr_inode {
 					 * NULL (inode.c: zr_inode_take_handle); set once
 					 * under lock before blocks, read by writeback
 					 * (atomic acquire); freed with the inode */
-	bool nameless;			/* relaxed atomic: writeback found that no name
-					 * reaches the file (and said so once): reopens
-					 * do not wait for a rename (data.c: backing_fd) */
+	bool lost_logged;		/* relaxed atomic: writeback found once that no
+					 * name reaches the file (data.c: backing_fd) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */
@@ -316,6 +315,8 @@ void zr_orphan_reap(struct zr_fs *fs, struct zr_inode *ino);
 void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd);
 int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone);
+int zr_fd_get_nowait(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int flags);
 
 /* data.c */
 int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,

@@ -547,6 +547,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_rwlock_init(&fs->orphans.lock, NULL);
 	pthread_mutex_init(&fs->orphan_lock, NULL);
 	orphans_open(fs, false);
+	fs->no_handles = true;	/* (nothing to write back) */
 	if (!opt->read_only && opt->cache != ZR_CACHE_NONE)
 		handles_probe(fs);
 	fs->dirty_expire_ms = opt->dirty_expire_ms;
@@ -804,6 +805,17 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 	for (;;) {
 		pthread_mutex_lock(&fs->itable_lock);
 		HASH_FIND(hh, fs->inodes, &key, sizeof(key), ino);
+		if (ino && ino->type != (st->st_mode & S_IFMT)) {
+			/* its number now another kind of file's: it was
+			 * removed behind our back (as zr_inode_unhash()) */
+			zr_log(ZR_LOG_DEBUG, "inode %llu: a %o now, was a %o: removed behind zramfs's back",
+			       (unsigned long long)key.ino, (unsigned)(st->st_mode & S_IFMT),
+			       (unsigned)ino->type);
+			HASH_DEL(fs->inodes, ino);
+			HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
+			ino->unhashed = true;
+			ino = NULL;
+		}
 		if (!ino && fresh) {
 			ino = fresh;
 			fresh = NULL;
@@ -972,15 +984,45 @@ int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **pare
 	return inode_name_nth(fs, ino, 0, parent, name);
 }
 
+/* Set by zr_fd_get_nowait() around its zr_fd_get(): inode_reopen() (its
+ * parents' too) does not wait for a rename to end. */
+static __thread bool reopen_nowait;
+
+/**
+ * zr_inode_same_file() - whether (@dirfd, @name; @flags as for
+ * name_to_handle_at(2)) is the backing file whose handle @ino took, and not
+ * a new file that was given the same inode number after that one was
+ * removed behind zramfs's back (ext4 reuses numbers at once; the handle's
+ * generation tells them apart). True when @ino took no handle, or the
+ * handle cannot be had now.
+ */
+bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int flags)
+{
+	struct file_handle *h = __atomic_load_n(&ino->handle, __ATOMIC_ACQUIRE);
+	union zr_handle_buf now;
+	int mnt;
+
+	if (!h)
+		return true;
+	now.fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &now.fh, &mnt, flags) < 0)
+		return true;
+	return now.fh.handle_type == h->handle_type && now.fh.handle_bytes == h->handle_bytes &&
+	       memcmp(now.fh.f_handle, h->f_handle, h->handle_bytes) == 0;
+}
+
 /* What inode_open_name() tried. */
-enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT };
+enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
 
 /*
  * Open @ino through its @n-th name, relative to the parent's (cached) fd.
- * *@what says whether the name was tried, there is no such name, or the
- * parent's fd could not be had.
- * @return an fd (the caller owns it), -ENOENT when the name is gone, -ESTALE
- * when it reaches another file, or the -errno of the open or the parent's.
+ * *@what says whether the name was tried, there is no such name, the
+ * parent's fd could not be had, or the name reaches another file: another
+ * inode, or the same inode number reused by a new file since the handle was
+ * taken (a file removed and another made behind zramfs's back; ext4 reuses
+ * numbers at once), which the handle's generation tells.
+ * @return an fd (the caller owns it), -ESTALE for another file, or -errno
+ * (-ENOENT: the name is gone) of the open or the parent's.
  */
 static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, int flags,
 			   enum zr_name_try *what)
@@ -1011,9 +1053,11 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
 	if (fd < 0)
 		return rc;
 	zr_stat_add(&fs->fd_opens, 1);
-	if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino && st.st_dev == ino->key.dev)
+	if (fstat(fd, &st) == 0 && st.st_ino == ino->key.ino && st.st_dev == ino->key.dev &&
+	    zr_inode_same_file(ino, fd, "", AT_EMPTY_PATH))
 		return fd;
 	close(fd);
+	*what = ZR_NAME_OTHER;
 	return -ESTALE;
 }
 
@@ -1045,19 +1089,20 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 				return fd;
 			if (what == ZR_NAME_TRIED && fd == -ENOENT)
 				missing = true;
-			else if (what == ZR_NAME_TRIED && fd == -ESTALE)
+			else if (what == ZR_NAME_OTHER)
 				other = true;
 			else if (!err)
 				err = fd;
 		}
+		if (err)
+			return err;	/* as for one name: not retried */
 		if (!missing && !other)
-			return err ? err : -ESTALE;	/* no name, or none could be tried */
+			return -ESTALE;	/* no name */
 		if (!missing)
 			continue;	/* a name reached another file: renamed meanwhile */
-		/* no rename of ours can be running, or the names failed
-		 * before (renamed behind our back) */
-		if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&ino->nameless, __ATOMIC_RELAXED))
+		/* no rename of ours can be running, or the caller does not
+		 * wait for one (zr_fd_get_nowait()) */
+		if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) || reopen_nowait)
 			return -ENOENT;
 		if (attempt >= 2)	/* renamed under us */
 			usleep(100u * (unsigned)(attempt - 1));
@@ -1105,6 +1150,23 @@ int zr_fd_get(struct zr_fs *fs, struct zr_inode *ino)
 	if (fd < 0)
 		return fd;
 	return fd_cache_install(fs, ino, fd);
+}
+
+/**
+ * zr_fd_get_nowait() - zr_fd_get() that does not wait for a rename of ours
+ * to end when a name of @ino (or of a parent) is missing: -ENOENT at once.
+ * For callers that can settle it otherwise (the file's handle).
+ * @return the fd, pinned until zr_fd_put(), or -errno.
+ */
+int zr_fd_get_nowait(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool was = reopen_nowait;
+	int fd;
+
+	reopen_nowait = true;
+	fd = zr_fd_get(fs, ino);
+	reopen_nowait = was;
+	return fd;
 }
 
 /* Give @fd, just opened for @ino, to the cache (closed if another thread

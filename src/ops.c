@@ -228,6 +228,17 @@ static int do_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 	rc = zr_inode_lookup(fs, parent, name, &st, &ino);
 	if (rc)
 		return rc;
+	if (S_ISREG(st.st_mode) && !zr_inode_same_file(ino, pfd, name, 0)) {
+		/* the number of a file removed behind our back, now another
+		 * file's: the old inode (its data has no home) leaves the
+		 * table, and the new file gets its own */
+		zr_alias_remove(fs, ino, parent, name);
+		zr_inode_unhash(fs, ino);
+		zr_inode_forget(fs, ino, 1);
+		rc = zr_inode_lookup(fs, parent, name, &st, &ino);
+		if (rc)
+			return rc;
+	}
 	zr_data_fix_stat(fs, ino, &st);
 	fill_entry(fs, e, ino, &st);
 	return 0;
