@@ -109,24 +109,24 @@ static void handles_probe(struct zr_fs *fs)
 	union zr_handle_buf h;
 	struct statfs sfs;
 	const char *why = NULL;
-	int mnt, fd, hfd = -1;
+	int mnt, fd = -1, hfd = -1;
 
 	fs->no_handles = true;
 	if (fstatfs(fs->root_fd, &sfs) < 0 || !handles_trusted((long)sfs.f_type)) {
-		zr_log(ZR_LOG_INFO, "files are not opened by handle on this backing filesystem: data of a file renamed in the backing directory behind zramfs's back is kept in RAM, and the final writeback waits for the name");
-		return;
+		why = "a stale handle may not mean a removed file here";
+	} else {
+		fd = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		h.fh.handle_bytes = MAX_HANDLE_SZ;
+		if (fd < 0 || name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 ||
+		    (hfd = open_by_handle_at(fs->root_fd, &h.fh, O_RDWR | O_CLOEXEC)) < 0)
+			why = strerror(errno);
+		if (hfd >= 0)
+			close(hfd);
+		if (fd >= 0)
+			close(fd);
 	}
-	fd = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	h.fh.handle_bytes = MAX_HANDLE_SZ;
-	if (fd < 0 || name_to_handle_at(fd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0 ||
-	    (hfd = open_by_handle_at(fs->root_fd, &h.fh, O_RDWR | O_CLOEXEC)) < 0)
-		why = strerror(errno);
-	if (hfd >= 0)
-		close(hfd);
-	if (fd >= 0)
-		close(fd);
 	if (why) {
-		zr_log(ZR_LOG_INFO, "backing files cannot be opened by handle (%s): data of a file renamed in the backing directory behind zramfs's back is kept in RAM, and the final writeback waits for the name",
+		zr_log(ZR_LOG_INFO, "files are not opened by handle on this backing filesystem (%s): data of a file renamed in the backing directory behind zramfs's back is kept in RAM, and the final writeback waits for the name",
 		       why);
 		return;
 	}
@@ -645,6 +645,16 @@ static bool inode_keep(struct zr_inode *ino)
 	return !ino->unhashed && ino->blocks && zr_file_nblocks(ino->blocks) > 0;
 }
 
+/* zr_inode_unhash() with itable_lock held. */
+static void unhash_locked(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (ino->unhashed)
+		return;
+	HASH_DEL(fs->inodes, ino);
+	HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
+	ino->unhashed = true;
+}
+
 /**
  * zr_inode_unhash() - @ino left the backing tree (its last link went): take
  * it out of the table so that a new file that reuses its st_ino gets a
@@ -655,11 +665,7 @@ void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
 	if (ino == &fs->root || ino == &fs->orphans)
 		return;
 	pthread_mutex_lock(&fs->itable_lock);
-	if (!ino->unhashed) {
-		HASH_DEL(fs->inodes, ino);
-		HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
-		ino->unhashed = true;
-	}
+	unhash_locked(fs, ino);
 	pthread_mutex_unlock(&fs->itable_lock);
 }
 
@@ -811,9 +817,7 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 			zr_log(ZR_LOG_DEBUG, "inode %llu: a %o now, was a %o: removed behind zramfs's back",
 			       (unsigned long long)key.ino, (unsigned)(st->st_mode & S_IFMT),
 			       (unsigned)ino->type);
-			HASH_DEL(fs->inodes, ino);
-			HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
-			ino->unhashed = true;
+			unhash_locked(fs, ino);
 			ino = NULL;
 		}
 		if (!ino && fresh) {
