@@ -275,6 +275,9 @@ uint64_t zr_store_redirty_all(struct zr_store *st);
  */
 int zr_file_next_present(struct zr_file *f, uint64_t from, uint64_t *index);
 
+/** Whether block @index is in RAM (clean or dirty). */
+bool zr_file_has(struct zr_file *f, uint64_t index);
+
 /** Highest dirty block index + 1 (0 when nothing is dirty). */
 uint64_t zr_file_dirty_end(struct zr_file *f);
 

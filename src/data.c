@@ -830,18 +830,19 @@ static void kick_writeback(struct zr_inode *ino, int fd)
 }
 
 /*
- * Write @len bytes from @src at block @idx of @ino (@nblk blocks) to the
- * backing file @fd and drop the tier's copies of those blocks, under the
- * file's I/O mutex: it keeps a writeback of an older copy from landing
- * after our pwrite. @return 0 or -errno.
+ * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
+ * @nblk), to the backing file @fd and drop the tier's copies of those
+ * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
+ * from landing after our pwrite. @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
-		      const char *src, uint64_t idx, uint64_t nblk, uint64_t len)
+		      const char *src, uint64_t off, uint64_t len,
+		      uint64_t idx, uint64_t nblk)
 {
 	int rc;
 
 	zr_file_io_lock(ino->blocks);
-	rc = full_pwrite(fd, src, len, (off_t)(idx * fs->bs));
+	rc = full_pwrite(fd, src, len, (off_t)off);
 	if (rc == 0)
 		zr_file_drop(ino->blocks, idx, nblk);
 	zr_file_io_unlock(ino->blocks);
@@ -900,7 +901,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				k++;
 			zero = k == 0;
 			if (k > 0) {
-				rc = to_backing(fs, ino, fd, src, idx, k, k * bs);
+				rc = to_backing(fs, ino, fd, src, pos, k * bs, idx, k);
 				if (rc == 0) {
 					for (i = 0; i < k; i++)
 						if (stream_copy_wanted(fs, ino))
@@ -917,6 +918,37 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				no_run = true;
 				rc = 0;
 			}
+		}
+		if ((boff != 0 || n != bs) && bypass && !wt && !no_run &&
+		    pos <= fsize && !zr_file_has(ino->blocks, idx) &&
+		    !all_zero(src, n)) {
+			/* a stream's partial block that the tier does not
+			 * hold: the rest of it is in the backing file (or
+			 * past its end), so only these bytes go. The kernel's
+			 * writeback cuts a stream into WRITEs at any page,
+			 * often mid-block: a read-modify-write would read
+			 * the block back and write it twice. Our exclusive
+			 * ino->lock keeps the block out of the tier; a write
+			 * that starts past the end leaves a gap, which the
+			 * read-modify-write below fills with zeros. */
+			rc = to_backing(fs, ino, fd, src, pos, n, idx, 1);
+			if (rc == 0) {
+				/* a copy once the block is whole, or holds
+				 * the end of the file */
+				if ((boff + n == bs || pos + n >= fsize) &&
+				    stream_copy_wanted(fs, ino))
+					fill_enqueue(fs, ino, idx);
+				pos += n;
+				if (pos > fsize) {
+					fsize = pos;
+					grow_size(ino, fsize);
+				}
+				continue;
+			}
+			/* refused: read-modify-write below, where a block the
+			 * backing refuses stays dirty */
+			no_run = true;
+			rc = 0;
 		}
 		if (boff != 0 || n != bs) {
 			/* partial block: read-modify-write; nothing past the
@@ -949,7 +981,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			rc = to_backing(fs, ino, fd, src, idx, 1, wlen);
+			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough always, at
 				 * once; a stream while the tier has room and

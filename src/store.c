@@ -1175,6 +1175,16 @@ int zr_file_next_present(struct zr_file *f, uint64_t from, uint64_t *index)
 	return found;
 }
 
+bool zr_file_has(struct zr_file *f, uint64_t index)
+{
+	bool has;
+
+	pthread_mutex_lock(&f->lock);
+	has = lookup_present(f, index) != NULL;
+	pthread_mutex_unlock(&f->lock);
+	return has;
+}
+
 uint64_t zr_file_dirty_end(struct zr_file *f)
 {
 	uint64_t idx, pos = 0, end = 0;

@@ -541,6 +541,9 @@ START_TEST(test_sparse)
 	ck_assert_int_eq(zr_file_read(f, far, out), 1);
 	ck_assert_mem_eq(in, out, bs);
 	ck_assert_int_eq(zr_file_read(f, far - 1, out), 0);
+	ck_assert(zr_file_has(f, far));
+	ck_assert(!zr_file_has(f, far - 1));
+	ck_assert(!zr_file_has(f, 0));
 	ck_assert_uint_eq(zr_file_dirty_end(f), far + 1);
 	/* Now a small block too: the tree keeps both. */
 	ck_assert_int_eq(zr_file_write(f, 2, in, ZR_WRITE_DIRTY), 0);
@@ -553,6 +556,9 @@ START_TEST(test_sparse)
 	ck_assert_int_eq(zr_file_read(f, UINT64_MAX, out), 1);
 	zr_file_drop(f, 3, UINT64_MAX);
 	ck_assert_uint_eq(zr_file_nblocks(f), 1);
+	ck_assert(zr_file_has(f, 2));
+	ck_assert(!zr_file_has(f, far));
+	ck_assert(!zr_file_has(f, UINT64_MAX));
 	/* Back to one leaf. */
 	ck_assert_uint_le(zr_file_test_map_bytes(f), 400);
 	zr_file_drop(f, 0, UINT64_MAX);
