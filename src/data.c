@@ -65,15 +65,20 @@ static void store_size(struct zr_inode *ino, uint64_t size)
 	__atomic_store_n(&ino->size, size, __ATOMIC_RELEASE);
 }
 
-/* Grow the cached size to @size (writers holding the lock shared race). */
-static void grow_size(struct zr_inode *ino, uint64_t size)
+/*
+ * Grow the cached size to @size (writers holding the lock shared race).
+ * @return the size it replaced, or @size when it was @size or more already.
+ */
+static uint64_t grow_size(struct zr_inode *ino, uint64_t size)
 {
 	uint64_t cur = load_size(ino);
 
-	while (cur < size &&
-	       !__atomic_compare_exchange_n(&ino->size, &cur, size, false,
-					    __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
-		;
+	while (cur < size) {
+		if (__atomic_compare_exchange_n(&ino->size, &cur, size, false,
+						__ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+			return cur;
+	}
+	return size;
 }
 
 /* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
@@ -676,7 +681,11 @@ static void fill_enqueue(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 	 * out of order: a block may continue any of the last few runs */
 	for (k = 1; k <= ZR_MIN(fs->fill_len, ZR_FILL_MERGE); k++) {
 		last = &fs->fill_q[(fs->fill_head + fs->fill_len - k) % ZR_FILL_QLEN];
-		if (last->ino == ino && last->idx + last->n == idx && last->n < ZR_FILL_RUN) {
+		if (last->ino != ino)
+			continue;
+		if (idx >= last->idx && idx < last->idx + last->n)
+			goto out;	/* queued already (a block written in two parts) */
+		if (last->idx + last->n == idx && last->n < ZR_FILL_RUN) {
 			last->n++;
 			goto out;
 		}
@@ -830,6 +839,22 @@ static void kick_writeback(struct zr_inode *ino, int fd)
 }
 
 /*
+ * A write to the backing file @fd of @ino that failed partway (ENOSPC) may
+ * have left its first bytes past the cached size, where they would show if
+ * the file grew later: cut them. Caller holds the file's I/O mutex, under
+ * which nothing else leaves the backing file longer than the cached size.
+ * Best effort: the writer gets the write's error either way.
+ */
+static void trim_past_size(struct zr_inode *ino, int fd)
+{
+	uint64_t size = load_size(ino);
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > size)
+		(void)ftruncate(fd, (off_t)size);
+}
+
+/*
  * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
@@ -843,8 +868,14 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 	zr_file_io_lock(ino->blocks);
 	rc = full_pwrite(fd, src, len, (off_t)off);
-	if (rc == 0)
+	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
+		/* before the mutex goes, so that the backing file is never
+		 * longer than the cached size where it is held */
+		grow_size(ino, off + len);
+	} else {
+		trim_past_size(ino, fd);
+	}
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
@@ -868,6 +899,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 {
 	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
 	bool bypass, no_run = false, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
+	bool excl = off % bs != 0 || len % bs != 0;	/* how the caller holds ino->lock */
 	char *blk = scratch_block();
 	int rc = 0;
 
@@ -1002,11 +1034,27 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * block in RAM as dirty rather than lose it */
 		}
 		if (rc) {
+			uint64_t was = fsize;
 			bool raw = false;
 
 			rc = zr_store_make_room(fs->store, bs);
-			if (rc == 0)
+			if (rc == 0) {
+				/* the size first: a writeback that found a dirty
+				 * block past it would take it for truncated and
+				 * call it written */
+				if (pos + n > fsize)
+					was = grow_size(ino, pos + n);
 				rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_DIRTY, &raw);
+				/* not stored: the file does not grow. Only with
+				 * the lock exclusive: a writer holding it shared
+				 * may have grown the size to the same end */
+				if (rc && excl && was < pos + n) {
+					uint64_t ours = pos + n;
+
+					__atomic_compare_exchange_n(&ino->size, &ours, was, false,
+								    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+				}
+			}
 			/* a partial block, padded with old data or zeros, says
 			 * nothing about the file's data */
 			if (rc == 0 && boff == 0 && n == bs)
@@ -1174,12 +1222,14 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 			rc = zr_file_write(ino->blocks, size / bs, blk, ZR_WRITE_DIRTY);
 		}
 	}
+	/* the size before the mutex goes: a writeback of the last block
+	 * in between would write it to the old size */
+	if (rc == 0)
+		store_size(ino, size);
 	if (ino->blocks)
 		zr_file_io_unlock(ino->blocks);
-	if (rc == 0) {
-		store_size(ino, size);
+	if (rc == 0)
 		touch_data(fs, ino, fd, true);
-	}
 	pthread_rwlock_unlock(&ino->lock);
 	if (own)
 		zr_fd_put(fs, ino);

@@ -12,7 +12,10 @@
 # from its writeback cache at close; a file whose write() and close() both
 # succeeded must be whole, through the mount and on disk once space is
 # made (a flush the budget and the disk could not take must fail the close,
-# not shorten the file).
+# not shorten the file).  (4) A write of a stream that the backing
+# directory takes only in part (ENOSPC partway), and that the full tier
+# cannot take either, fails, and leaves nothing past the file's end in the
+# backing file: a later truncate up must read zeros there.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "writeback errors come from the daemon"
@@ -116,3 +119,63 @@ for f in "${accepted[@]}"; do
 	cmp "$ZR_TMP/src/$f" "$B/$f" || fail "$f: write() and close() succeeded, but it is not whole on disk"
 done
 say "ok: the ${#accepted[@]} accepted files are whole on disk"
+umount "$B" || fail "cannot unmount the tmpfs"
+
+say "phase 4: a stream's write that the backing directory takes only in part"
+zr_mount_tmpfs "$B" 8m
+mkdir "$B/sub"
+zr_mount_tmpfs "$B/sub" 1m
+head -c $((1 << 20)) /dev/zero >"$B/sub/filler" 2>/dev/null || true
+zr_mount "size=4M,dirty_expire=1h,seq_cutoff=1m" "$B" "$M"
+M=$ZR_MNT
+# g: a stream (it goes to the backing file as it arrives), then cut to
+# 16 KiB with no block of it in the tier; s: the source of the write
+head -c $((2 << 20)) /dev/urandom >"$ZR_TMP/g2"
+dd if="$ZR_TMP/g2" of="$M/g" bs=1M conv=fdatasync status=none || fail "cannot write g"
+head -c $((64 << 10)) /dev/urandom >"$M/s"
+zr_ctl writeback all
+zr_ctl drop_clean
+truncate -s 16k "$M/g" || fail "cannot truncate g"
+[ "$(stat -c %s "$B/g")" = 16384 ] || fail "the backing file of g is $(stat -c %s "$B/g") bytes, not 16384"
+# the tier fills with dirty data that cannot go (sub is full)
+timeout 60 dd if=/dev/urandom of="$M/sub/d" bs=64k count=128 status=none 2>/dev/null || true
+say "blocks_dirty $(zr_stat blocks_dirty), enospc $(zr_stat enospc)"
+# the backing tmpfs keeps two pages free
+dd if=/dev/zero of="$B/filler" bs=4k status=none 2>/dev/null || true
+truncate -s $(($(stat -c %s "$B/filler") - 8192)) "$B/filler"
+out=$(timeout 60 python3 -c '
+import os, sys
+s = os.open(sys.argv[1], os.O_RDONLY)
+g = os.open(sys.argv[2], os.O_WRONLY)
+try:
+    n = os.copy_file_range(s, g, 48 << 10, 0, 16 << 10)
+    print("copied", n)
+except OSError as e:
+    print("error", e.strerror)
+' "$M/s" "$M/g" 2>&1) || fail "the write into g hung or crashed: $out"
+say "copy_file_range of 48 KiB at 16 KiB: $out"
+case $out in
+"error No space left on device")
+	bsize=$(stat -c %s "$B/g")
+	[ "$bsize" = 16384 ] ||
+		fail "the failed write left the backing file of g at $bsize bytes, past its 16384"
+	;;
+copied*) say "note: the write went through (space was found): the case is not shown" ;;
+*) fail "unexpected result: $out" ;;
+esac
+truncate -s 64k "$M/g" || fail "cannot truncate g up"
+zr_drop_kcache
+nz=$(tail -c +16385 "$M/g" | tr -d '\0' | wc -c)
+[ "$nz" = 0 ] || fail "g grown to 64 KiB shows $nz non-zero bytes past its old end"
+cmp -n 16384 "$ZR_TMP/g2" "$M/g" || fail "the first 16 KiB of g changed"
+# room for sub/d, or the unmount's writeback would wait for it for ever
+mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"
+mount -o remount,size=64m "$B/sub" || fail "cannot enlarge the sub tmpfs"
+zr_ctl writeback all
+zr_umount
+[ "$(stat -c %s "$B/g")" = 65536 ] || fail "the backing file of g is $(stat -c %s "$B/g") bytes after unmount, not 65536"
+nz=$(tail -c +16385 "$B/g" | tr -d '\0' | wc -c)
+[ "$nz" = 0 ] || fail "the backing file of g has $nz non-zero bytes past 16 KiB after unmount"
+umount "$B/sub" || fail "cannot unmount the sub tmpfs"
+umount "$B" || fail "cannot unmount the tmpfs"
+say "ok"
