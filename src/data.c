@@ -924,61 +924,49 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		bool bypass_this;
 		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
-		if (bypass && !wt && !no_run && boff == 0 && n == bs) {
-			/* a stream: its whole, non-zero blocks from here go
-			 * to the backing file in one pwrite */
-			uint64_t k = 0, i;
+		/* a stream's bytes that go to the backing file as they are:
+		 * @run bytes from @pos, in @nrun blocks from @idx */
+		uint64_t run = 0, nrun = 0, i;
 
-			while (pos + (k + 1) * bs <= end && !all_zero(src + k * bs, bs))
-				k++;
-			zero = k == 0;
-			if (k > 0) {
-				rc = to_backing(fs, ino, fd, src, pos, k * bs, idx, k);
-				if (rc == 0) {
-					for (i = 0; i < k; i++)
-						if (stream_copy_wanted(fs, ino))
-							fill_enqueue(fs, ino, idx + i);
-					pos += k * bs;
-					if (pos > fsize) {
-						fsize = pos;
-						grow_size(ino, fsize);
-					}
-					continue;
-				}
-				/* refused (full, EIO): block by block below,
-				 * where a block the backing refuses stays dirty */
-				no_run = true;
-				rc = 0;
+		if (bypass && !wt && !no_run) {
+			if (boff == 0 && n == bs) {
+				/* whole, non-zero blocks from here: one pwrite */
+				while (pos + (nrun + 1) * bs <= end &&
+				       !all_zero(src + nrun * bs, bs))
+					nrun++;
+				zero = nrun == 0;
+				run = nrun * bs;
+			} else if (pos <= fsize && !zr_file_has(ino->blocks, idx) &&
+				   !all_zero(src, n)) {
+				/* a partial block the tier does not hold: the
+				 * rest of it is in the backing file (or past its
+				 * end), so only these bytes go. The kernel's
+				 * writeback cuts a stream into WRITEs at any
+				 * page, often mid-block: a read-modify-write
+				 * would read the block back and write it twice.
+				 * Our exclusive ino->lock keeps the block out of
+				 * the tier; a write that starts past the end
+				 * leaves a gap, which the read-modify-write
+				 * below fills with zeros. */
+				nrun = 1;
+				run = n;
 			}
 		}
-		if ((boff != 0 || n != bs) && bypass && !wt && !no_run &&
-		    pos <= fsize && !zr_file_has(ino->blocks, idx) &&
-		    !all_zero(src, n)) {
-			/* a stream's partial block that the tier does not
-			 * hold: the rest of it is in the backing file (or
-			 * past its end), so only these bytes go. The kernel's
-			 * writeback cuts a stream into WRITEs at any page,
-			 * often mid-block: a read-modify-write would read
-			 * the block back and write it twice. Our exclusive
-			 * ino->lock keeps the block out of the tier; a write
-			 * that starts past the end leaves a gap, which the
-			 * read-modify-write below fills with zeros. */
-			rc = to_backing(fs, ino, fd, src, pos, n, idx, 1);
+		if (run > 0) {
+			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun);
 			if (rc == 0) {
-				/* a copy once the block is whole, or holds
+				/* copies of blocks that are whole now, or hold
 				 * the end of the file */
-				if ((boff + n == bs || pos + n >= fsize) &&
-				    stream_copy_wanted(fs, ino))
-					fill_enqueue(fs, ino, idx);
-				pos += n;
-				if (pos > fsize) {
-					fsize = pos;
-					grow_size(ino, fsize);
-				}
+				if ((pos + run) % bs == 0 || pos + run >= fsize)
+					for (i = 0; i < nrun; i++)
+						if (stream_copy_wanted(fs, ino))
+							fill_enqueue(fs, ino, idx + i);
+				pos += run;
+				fsize = ZR_MAX(fsize, pos);	/* to_backing() grew the cached size */
 				continue;
 			}
-			/* refused: read-modify-write below, where a block the
-			 * backing refuses stays dirty */
+			/* refused (full, EIO): block by block below, where a
+			 * block the backing refuses stays dirty */
 			no_run = true;
 			rc = 0;
 		}
@@ -1065,11 +1053,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				break;
 			}
 		}
+		/* the cached size grew already: in to_backing(), or before
+		 * the dirty block went into the tier */
 		pos += n;
-		if (pos > fsize) {
-			fsize = pos;
-			grow_size(ino, fsize);
-		}
+		fsize = ZR_MAX(fsize, pos);
 	}
 	if (pos > off)
 		touch_data(fs, ino, fd, !writepage);
