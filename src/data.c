@@ -815,6 +815,67 @@ static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 		__atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE == 0);
 }
 
+/*
+ * Whether stream_copy_wanted() will want a copy of every block of @ino's
+ * stream written now (it then reads them back from the backing file's page
+ * cache), rather than none or a probe now and then. Lock-free.
+ */
+static bool stream_copy_likely(struct zr_fs *fs, struct zr_inode *ino)
+{
+	return !tier_tight(fs) && __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN;
+}
+
+/* Runs of a stream of at least ZR_DIRECT_MIN bytes, at an offset, of a
+ * length and from memory aligned to ZR_DIRECT_ALIGN (the largest logical
+ * block size of common disks), go to the backing file with O_DIRECT. */
+#define ZR_DIRECT_MIN (64u << 10)
+#define ZR_DIRECT_ALIGN 4096u
+
+/*
+ * Write @len bytes from @src at @off of the backing file @fd with O_DIRECT,
+ * through a descriptor of its own (the cached @fd is shared with buffered
+ * readers and writers; O_DIRECT cannot be set on it for one write). For a
+ * stream whose blocks get no copy in the tier: nobody reads them back soon,
+ * and a buffered write would copy them into pages the backing filesystem
+ * caches next to the kernel's own copy in this mount's page cache (the copy
+ * into freshly allocated pages was over half of the daemon's CPU time in a
+ * stream of random data past the budget). The memory of a WRITE request is
+ * never aligned, so @src goes through this thread's reply buffer first.
+ * Caller holds the file's I/O mutex.
+ * @return 0, -EAGAIN when it is not done this way (too small, unaligned,
+ * O_DIRECT refused by the backing filesystem, no descriptor to spare: write
+ * it buffered; a direct write refused partway is rewritten whole), or the
+ * write's -errno.
+ */
+static int direct_pwrite(int fd, const char *src, uint64_t len, uint64_t off)
+{
+	const char *buf = src;
+	char path[32];
+	int dfd, rc;
+
+	if (len < ZR_DIRECT_MIN || off % ZR_DIRECT_ALIGN || len % ZR_DIRECT_ALIGN)
+		return -EAGAIN;
+	if ((uintptr_t)src % ZR_DIRECT_ALIGN) {
+		char *b;
+
+		/* copy_file_range() reads its source into that buffer */
+		if (zr_session_reply_buf_holds(src))
+			return -EAGAIN;
+		b = zr_session_reply_buf(len);
+		if (!b)
+			return -EAGAIN;
+		memcpy(b, src, len);
+		buf = b;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (dfd < 0)
+		return -EAGAIN;
+	rc = full_pwrite(dfd, buf, len, (off_t)off);
+	close(dfd);
+	return rc == -EINVAL ? -EAGAIN : rc;
+}
+
 /* The backing file's writeback is started every this many bytes of a
  * stream: not at once, so that a scratch file that is deleted soon may
  * never reach the disk (the backing page cache holds it). */
@@ -858,16 +919,21 @@ static void trim_past_size(struct zr_inode *ino, int fd)
  * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
- * from landing after our pwrite. @return 0 or -errno.
+ * from landing after our pwrite. @direct: with O_DIRECT when it can be
+ * (direct_pwrite()). @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
-		      uint64_t idx, uint64_t nblk)
+		      uint64_t idx, uint64_t nblk, bool direct)
 {
-	int rc;
+	int rc = -EAGAIN;
 
 	zr_file_io_lock(ino->blocks);
-	rc = full_pwrite(fd, src, len, (off_t)off);
+	if (direct)
+		rc = direct_pwrite(fd, src, len, off);
+	direct = rc != -EAGAIN;
+	if (!direct)
+		rc = full_pwrite(fd, src, len, (off_t)off);
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -879,7 +945,10 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
-		__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
+		if (direct)	/* on the device already */
+			zr_stat_add(&fs->bytes_written_direct, len);
+		else
+			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
@@ -953,7 +1022,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			}
 		}
 		if (run > 0) {
-			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun);
+			/* with O_DIRECT unless the tier is to copy these
+			 * blocks from the backing file's page cache */
+			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun,
+					!stream_copy_likely(fs, ino));
 			if (rc == 0) {
 				/* copies of blocks that are whole now, or hold
 				 * the end of the file */
@@ -1001,7 +1073,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1);
+			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1, false);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough always, at
 				 * once; a stream while the tier has room and
