@@ -119,7 +119,6 @@ static char *render_stats(struct zr_fs *fs)
 	P("files", s.files);
 	P("bytes_read_backing", zr_stat_read(&fs->bytes_read_backing));
 	P("bytes_written_backing", zr_stat_read(&fs->bytes_written_backing));
-	P("bytes_written_direct", zr_stat_read(&fs->bytes_written_direct));
 	P("pid", getpid());
 	P("rss_bytes", rss_bytes());
 	P("fds_open", fs->nfds);

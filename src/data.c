@@ -807,98 +807,12 @@ static void fill_discard(struct zr_fs *fs)
  * Whether a block of @ino's stream, just written to the backing file,
  * should get a clean copy in the tier: while the tier has room and the file
  * compresses (one block in ZR_RAW_PROBE still goes, to notice a change).
- * @probe_only: the block went around the backing file's page cache, and a
- * copy would read it back from the disk: only the probes go.
  */
-static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino, bool probe_only)
+static bool stream_copy_wanted(struct zr_fs *fs, struct zr_inode *ino)
 {
-	if (tier_tight(fs))
-		return false;
-	if (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN)
-		return !probe_only;
-	return __atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE == 0;
-}
-
-/*
- * Whether stream_copy_wanted() will want a copy of every block of @ino's
- * stream written now (it reads them back from the backing file's page
- * cache), rather than none or a probe now and then. Lock-free.
- */
-static bool stream_copy_likely(struct zr_fs *fs, struct zr_inode *ino)
-{
-	return !tier_tight(fs) && __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN;
-}
-
-/* A stream's runs of at least this many bytes go to the backing file with
- * O_DIRECT where they can (direct_pwrite()). */
-#define ZR_DIRECT_MIN (64u << 10)
-
-/*
- * The alignment that the offset, length and memory of an O_DIRECT write to
- * the backing file @fd need (statx STATX_DIOALIGN; at most a page, which the
- * reply buffer is aligned to). @return it, or 0 when the filesystem does not
- * do direct I/O for this file: tmpfs takes O_DIRECT and still caches, ext4
- * with data journalling falls back to its page cache, NFS and kernels before
- * 6.1 do not say.
- */
-static uint32_t dio_align(int fd)
-{
-	struct statx sx;
-	uint32_t a;
-
-	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_DIOALIGN, &sx) != 0 ||
-	    !(sx.stx_mask & STATX_DIOALIGN) || sx.stx_dio_offset_align == 0)
-		return 0;
-	a = ZR_MAX(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
-	return a <= 4096 ? a : 0;
-}
-
-/*
- * Write @len bytes from @src at @off of the backing file @fd with O_DIRECT,
- * through a descriptor of its own (the cached @fd is shared with buffered
- * readers and writers; O_DIRECT cannot be set on it for one write). For a
- * stream whose blocks get no copy in the tier: nobody reads them back soon,
- * and a buffered write would copy them into pages the backing filesystem
- * caches beside the kernel's own copy in this mount's page cache (the copy
- * into freshly allocated pages was over half of the daemon's CPU time in a
- * stream of random data past the budget). The memory of a WRITE request is
- * never aligned, so @src goes through this thread's reply buffer first.
- * Caller holds the file's I/O mutex.
- * @return 0, -EAGAIN when it is not done this way (too small, unaligned, no
- * direct I/O on this filesystem, no descriptor to spare: write it buffered;
- * a direct write refused partway is rewritten whole), or the write's -errno.
- */
-static int direct_pwrite(int fd, const char *src, uint64_t len, uint64_t off)
-{
-	const char *buf = src;
-	char path[32];
-	uint32_t align;
-	int dfd, rc;
-
-	if (len < ZR_DIRECT_MIN)
-		return -EAGAIN;
-	align = dio_align(fd);
-	if (align == 0 || off % align || len % align)
-		return -EAGAIN;
-	if ((uintptr_t)src % align) {
-		char *b;
-
-		/* copy_file_range() reads its source into that buffer */
-		if (zr_session_reply_buf_holds(src))
-			return -EAGAIN;
-		b = zr_session_reply_buf(len);
-		if (!b)
-			return -EAGAIN;
-		memcpy(b, src, len);
-		buf = b;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-	if (dfd < 0)
-		return -EAGAIN;
-	rc = full_pwrite(dfd, buf, len, (off_t)off);
-	close(dfd);
-	return rc == -EINVAL ? -EAGAIN : rc;
+	return !tier_tight(fs) &&
+	       (__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) < ZR_RAW_RUN ||
+		__atomic_add_fetch(&ino->raw_probe, 1, __ATOMIC_RELAXED) % ZR_RAW_PROBE == 0);
 }
 
 /* The backing file's writeback is started every this many bytes of a
@@ -944,24 +858,16 @@ static void trim_past_size(struct zr_inode *ino, int fd)
  * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
- * from landing after our pwrite. @direct: NULL, or in: whether it may go
- * with O_DIRECT (direct_pwrite()), out: whether it did. @return 0 or -errno.
+ * from landing after our pwrite. @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
-		      uint64_t idx, uint64_t nblk, bool *direct)
+		      uint64_t idx, uint64_t nblk)
 {
-	bool went_direct;
-	int rc = -EAGAIN;
+	int rc;
 
 	zr_file_io_lock(ino->blocks);
-	if (direct && *direct)
-		rc = direct_pwrite(fd, src, len, off);
-	went_direct = rc != -EAGAIN;
-	if (direct)
-		*direct = went_direct;
-	if (!went_direct)
-		rc = full_pwrite(fd, src, len, (off_t)off);
+	rc = full_pwrite(fd, src, len, (off_t)off);
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -973,10 +879,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
-		if (went_direct)	/* on the device already */
-			zr_stat_add(&fs->bytes_written_direct, len);
-		else
-			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
@@ -1050,17 +953,13 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			}
 		}
 		if (run > 0) {
-			/* with O_DIRECT unless the tier is to copy these
-			 * blocks from the backing file's page cache */
-			bool direct = !stream_copy_likely(fs, ino);
-
-			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun, &direct);
+			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun);
 			if (rc == 0) {
 				/* copies of blocks that are whole now, or hold
 				 * the end of the file */
 				if ((pos + run) % bs == 0 || pos + run >= fsize)
 					for (i = 0; i < nrun; i++)
-						if (stream_copy_wanted(fs, ino, direct))
+						if (stream_copy_wanted(fs, ino))
 							fill_enqueue(fs, ino, idx + i);
 				pos += run;
 				fsize = ZR_MAX(fsize, pos);	/* to_backing() grew the cached size */
@@ -1102,7 +1001,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1, NULL);
+			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough always, at
 				 * once; a stream while the tier has room and
@@ -1115,7 +1014,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 							      ZR_WRITE_CLEAN, &raw) == 0 &&
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);
-				} else if (stream_copy_wanted(fs, ino, false)) {
+				} else if (stream_copy_wanted(fs, ino)) {
 					fill_enqueue(fs, ino, idx);
 				}
 			}

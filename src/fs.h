@@ -207,7 +207,6 @@ struct zr_fs {
 	/* statistics of the daemon itself (relaxed atomics) */
 	uint64_t bytes_read_backing;
 	uint64_t bytes_written_backing;
-	uint64_t bytes_written_direct;	/* the part of it written with O_DIRECT */
 	uint64_t fd_opens;
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
@@ -355,7 +354,6 @@ uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */
 uint64_t zr_session_trims(void);
 void *zr_session_reply_buf(size_t size);
-bool zr_session_reply_buf_holds(const void *p);
 void zr_session_blocking(void);
 
 /* cpulat.c */

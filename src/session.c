@@ -316,18 +316,6 @@ void *zr_session_reply_buf(size_t size)
 	return obuf.p;
 }
 
-/**
- * zr_session_reply_buf_holds() - whether @p points into this thread's reply
- * buffer (a later zr_session_reply_buf() may move or overwrite what it holds).
- * @return true or false.
- */
-bool zr_session_reply_buf_holds(const void *p)
-{
-	const char *c = p;
-
-	return obuf.p && c >= obuf.p && c < obuf.p + obuf.len;
-}
-
 /* Milliseconds until this thread's buffer is due to go back (0: now). */
 static uint64_t trim_left_ms(void)
 {
