@@ -1368,6 +1368,17 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		if (rc)
 			break;
 	}
+	if (rc == 0 && punched && end > off) {
+		/* whole dirty blocks past the backing file's end were the
+		 * only record of the file's size there: dropped, they would
+		 * never extend it, and the file would come back shorter. The
+		 * backing file reaches the punched end now (a hole). */
+		struct stat st;
+
+		if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < end &&
+		    ftruncate(fd, (off_t)end) < 0)
+			rc = -errno;
+	}
 out:
 	if (ino->blocks)
 		zr_file_io_unlock(ino->blocks);
@@ -1412,10 +1423,17 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		if (rc == -EBADF)
 			rc = -EROFS;
 		if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > load_size(in)) {
+			/* under the I/O mutex, as truncate: a writeback that
+			 * extends the backing file over a zero block past its
+			 * end (fstat, then ftruncate) would cut it back */
+			if (in->blocks)
+				zr_file_io_lock(in->blocks);
 			if (ftruncate(fd, (off_t)end) < 0)
 				rc = -errno;
 			else
 				store_size(in, end);
+			if (in->blocks)
+				zr_file_io_unlock(in->blocks);
 		}
 	}
 	pthread_rwlock_unlock(&in->lock);

@@ -58,6 +58,17 @@ if command -v fallocate >/dev/null; then
 	both fallocate -p -o 65536 -l 131072 @/t2
 	same t2 "after punching 64K..192K"
 	cmp -n 131072 -i 65536:0 "$M/t2" /dev/zero || fail "punched range is not zero"
+	# t3's two blocks are only dirty in RAM (the backing file is empty):
+	# punched whole, they go, and the backing file must still reach the
+	# file's size once it is fsynced
+	say "punch a file whose whole content is dirty in RAM past the backing file's end"
+	head -c 131072 "$ZR_TMP/rand" >"$M/t3"
+	head -c 131072 "$ZR_TMP/rand" >"$R/t3"
+	both fallocate -p -o 0 -l 131072 @/t3
+	same t3 "after punching all of it"
+	sync "$M/t3"
+	[ "$(stat -c %s "$B/t3")" = 131072 ] ||
+		fail "the backing file of t3 is $(stat -c %s "$B/t3") bytes after fsync, the file 131072"
 else
 	say "fallocate absent: hole punching not checked"
 fi
@@ -120,5 +131,6 @@ zr_mount "" "$B" "$M"
 M=$ZR_MNT
 same t1 "after remount"
 same t2 "after remount"
+[ ! -e "$R/t3" ] || same t3 "after remount"
 check_sparse "after remount"
 zr_umount
