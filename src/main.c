@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -191,6 +193,47 @@ static void wait_retry(unsigned secs)
 	pthread_mutex_unlock(&retry_lock);
 }
 
+/* File descriptors kept free of the fd cache and the directory handles:
+ * the session, the writeback and control paths, libraries, /proc reads. */
+#define ZR_FD_RESERVE 64
+
+/*
+ * Make the fd cache (max_fds) and the directory handles (a quarter of it)
+ * fit the open-file limit: the soft limit is raised to the hard one, and
+ * max_fds lowered under what that leaves (an explicit max_fds with a notice
+ * on stderr). Out of descriptors, the daemon could not reopen backing files,
+ * and at exit glibc could not load libgcc_s for libfuse's pthread_cancel: it
+ * aborted before the final writeback, losing every dirty block (a daemon
+ * started from a shell with `ulimit -n 1024`, the usual soft limit).
+ * libgcc_s is loaded here, while descriptors are free, for the same reason.
+ */
+static void fit_fd_limit(struct zr_options *o)
+{
+	struct rlimit rl;
+	uint64_t cap;
+
+	(void)dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = { rl.rlim_max, rl.rlim_max };
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return;
+	cap = rl.rlim_cur > ZR_FD_RESERVE ? (rl.rlim_cur - ZR_FD_RESERVE) * 4 / 5 : 0;
+	if (cap < 16)
+		cap = 16;	/* the least max_fds takes; a limit that low fails anyway */
+	if (o->max_fds > cap) {
+		if (o->max_fds_str)
+			fprintf(stderr, "zramfs: notice: max_fds=%u lowered to %u to fit the open-file limit (%llu)\n",
+				o->max_fds, (unsigned)cap, (unsigned long long)rl.rlim_cur);
+		o->max_fds = (unsigned)cap;
+	}
+}
+
 /*
  * Write back everything at the end. The daemon holds the only copy of its
  * dirty blocks, so when the backing filesystem refuses them (full, EIO) it
@@ -319,6 +362,7 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out_args;
 	}
+	fit_fd_limit(&opt);
 	{
 		/* in a memory cgroup (a container, a systemd unit with
 		 * MemoryMax=), N% of size= is a share of its limit; a larger
