@@ -270,7 +270,7 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
  */
 static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int *fdp)
 {
-	int fd, hfd;
+	int fd, hfd = -1;
 	bool gone;
 
 	/* with a handle to settle it, a missing name is not waited for (a
@@ -279,12 +279,21 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 							     : zr_fd_get(fs, ino);
 
 	*fdp = fd;
-	if (fd >= 0)
-		return 0;
-	/* whatever the names say (gone, another file, a symlink or a
-	 * directory there now, EIO), the handle decides; its own failure
-	 * leaves the names' error */
-	hfd = zr_fd_get_by_handle(fs, ino, &gone);
+	if (fd >= 0) {
+		struct stat st;
+
+		/* a cached fd of a file removed behind our back still takes
+		 * writes, into an inode that nobody sees again */
+		if (fstat(fd, &st) != 0 || st.st_nlink > 0)
+			return 0;
+		zr_fd_put(fs, ino);
+		gone = true;
+	} else {
+		/* whatever the names say (gone, another file, a symlink or
+		 * a directory there now, EIO), the handle decides; its own
+		 * failure leaves the names' error */
+		hfd = zr_fd_get_by_handle(fs, ino, &gone);
+	}
 	if (gone) {
 		*fdp = -1;
 		/* (a trylock never waits: no lock order to keep) */

@@ -211,3 +211,21 @@ for i in $(seq $N); do
 	cmp "$ZR_TMP/src$i" "$RB/r/x$i" || fail "ramfs r/x$i is not the data written"
 	cmp "$ZR_TMP/src$i" "$RB/h/c$i" || fail "ramfs h/c$i (a hard link's renamed name) is not the data written"
 done
+
+say "a file removed behind our back while its fd is cached (default max_fds)"
+CB=$ZR_TMP/cached
+mkdir -p "$CB"
+zr_mount "block_size=4k,dirty_expire=1h,seq_cutoff=0" "$CB" "$M"
+head -c $((1 << 20)) /dev/urandom >"$ZR_MNT/gone"
+cat "$ZR_MNT/gone" >/dev/null
+[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "the file's blocks are not dirty: the case is not tested"
+rd0=$(zr_stat removed_dropped) bw0=$(zr_stat bytes_written_backing)
+rm "$CB/gone"
+zr_ctl writeback all
+rd1=$(zr_stat removed_dropped) bw1=$(zr_stat bytes_written_backing)
+say "removed_dropped $rd0 -> $rd1, bytes_written_backing $bw0 -> $bw1"
+[ $((rd1 - rd0)) -ge $((1 << 20)) ] ||
+	fail "removed_dropped grew by $((rd1 - rd0)): the data went into the removed file"
+[ $((bw1 - bw0)) -lt $((1 << 20)) ] ||
+	fail "bytes_written_backing grew by $((bw1 - bw0)): the data was written into the removed file"
+zr_umount
