@@ -283,8 +283,10 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 		struct stat st;
 
 		/* a cached fd of a file removed behind our back still takes
-		 * writes, into an inode that nobody sees again */
-		if (fstat(fd, &st) != 0 || st.st_nlink > 0)
+		 * writes, into an inode that nobody sees again (where the
+		 * backing filesystem's link count can be believed) */
+		if (!fs->links_trusted || ino->key.dev != fs->backing_dev ||
+		    fstat(fd, &st) != 0 || st.st_nlink > 0)
 			return 0;
 		zr_fd_put(fs, ino);
 		gone = true;

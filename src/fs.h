@@ -227,6 +227,9 @@ struct zr_fs {
 	bool expire_now;		/* relaxed atomic: control changed it, so the
 					 * writeback thread scans for expired data at once */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
+	bool links_trusted;		/* immutable: the backing filesystem's link
+					 * counts can be trusted (handles_trusted()):
+					 * a cached fd with none is a removed file */
 	bool no_handles;		/* immutable: files cannot be opened by handle
 					 * (no CAP_DAC_READ_SEARCH, or the filesystem has
 					 * none; probed at mount) */

@@ -112,7 +112,8 @@ static void handles_probe(struct zr_fs *fs)
 	int mnt, fd = -1, hfd = -1;
 
 	fs->no_handles = true;
-	if (fstatfs(fs->root_fd, &sfs) < 0 || !handles_trusted((long)sfs.f_type)) {
+	fs->links_trusted = fstatfs(fs->root_fd, &sfs) == 0 && handles_trusted((long)sfs.f_type);
+	if (!fs->links_trusted) {
 		why = "a stale handle may not mean a removed file here";
 	} else {
 		fd = openat(fs->root_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
