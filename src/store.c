@@ -1070,10 +1070,7 @@ int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
 	int rc;
 
 	if (clean) {	/* a clean fill never replaces what is there */
-		pthread_mutex_lock(&f->lock);
-		s = lookup_present(f, index);
-		pthread_mutex_unlock(&f->lock);
-		if (s)
+		if (zr_file_has(f, index))
 			return 0;
 	} else {
 		fl |= ZR_SLOT_DIRTY;
