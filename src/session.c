@@ -51,17 +51,18 @@
  * into a buffer of its own, max_write plus a page (1 MiB), and up to 32
  * workers stay: after a burst of large writes that is 33 MB of RSS that
  * holds nothing. A thread whose buffer took ZR_TRIM_MIN or more since it
- * last gave it back, and which has been idle for ZR_TRIM_IDLE_MS since its
- * last request ended, madvise(MADV_DONTNEED)s the buffer's pages (the next
- * request faults in what it fills): its waits for a request (parked, or in
- * poll(2)) end at that time, and a thread woken earlier to lead keeps the
- * time of its last request, so requests served by others do not hold the
- * trim off. Only the thread that owns a buffer trims it, and only while it
- * is not in read(2), so no request can land in pages being given back.
- * The same goes for the thread's reply buffer (zr_session_reply_buf()): a
- * READ is answered from a mapping each thread keeps, not from malloc(),
- * whose 1 MiB chunks stayed in glibc's per-thread arenas after the reads
- * (20-23 MiB of RSS outside the tier after six readers, 3 now). With busy_poll=off
+ * last gave it back madvise(MADV_DONTNEED)s the buffer's pages (the next
+ * request faults in what it fills) ZR_TRIM_IDLE_MS after the last request
+ * that filled that much of it ended: its waits for a request (parked, or in
+ * poll(2)) end at that time. Small requests do not hold the trim off, its
+ * own or others': with a stats read every 0.2 s, leaders that took turns
+ * kept 2-14 MiB of read buffers after six readers. Only the thread that
+ * owns a buffer trims it, and only while it is not in read(2), so no
+ * request can land in pages being given back. The same goes for the
+ * thread's reply buffer (zr_session_reply_buf()): a READ is answered from a
+ * mapping each thread keeps, not from malloc(), whose 1 MiB chunks stayed
+ * in glibc's per-thread arenas after the reads (20-23 MiB of RSS outside
+ * the tier after six readers, 3 now). With busy_poll=off
  * every thread sleeps in a blocking read(2) and nothing is given back (a
  * poll(2) with a time limit before it would wake them all at each request).
  *
@@ -117,7 +118,9 @@ static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
-static __thread uint64_t rbuf_last_ms;	/* zr_now_ms() when its last request ended */
+static __thread uint64_t big_last_ms;	/* zr_now_ms() when the last request that
+					 * filled ZR_TRIM_MIN of a buffer ended */
+static __thread bool big_now;	/* the request being served filled that much */
 static uint64_t n_trims;	/* relaxed atomic: buffers given back */
 
 /* This thread's reply buffer (zr_session_reply_buf); obuf_key's value is
@@ -313,13 +316,15 @@ void *zr_session_reply_buf(size_t size)
 	}
 	if (size > obuf.used)
 		obuf.used = size;
+	if (size >= ZR_TRIM_MIN)
+		big_now = true;
 	return obuf.p;
 }
 
 /* Milliseconds until this thread's buffer is due to go back (0: now). */
 static uint64_t trim_left_ms(void)
 {
-	uint64_t idle = zr_now_ms() - rbuf_last_ms;
+	uint64_t idle = zr_now_ms() - big_last_ms;
 
 	return idle >= ZR_TRIM_IDLE_MS ? 0 : ZR_TRIM_IDLE_MS - idle;
 }
@@ -531,18 +536,24 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct zr_fs *fs = userdata;
 	const struct fuse_in_header *in = buf;
+	uint64_t now_ms = zr_now_ms();	/* the previous request ends here */
 	int cstate;
 	ssize_t n;
 
 	rbuf = buf;
 	rbuf_len = len;
-	rbuf_last_ms = zr_now_ms();	/* the previous request ends here */
+	if (big_now) {
+		big_last_ms = now_ms;
+		big_now = false;
+	}
 	/* (one store a millisecond at most: all threads pass here) */
-	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != rbuf_last_ms)
-		__atomic_store_n(&fs->req_last_ms, rbuf_last_ms, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now_ms)
+		__atomic_store_n(&fs->req_last_ms, now_ms, __ATOMIC_RELAXED);
 	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	if (n > 0 && (size_t)n > rbuf_used)
 		rbuf_used = (size_t)n;
+	if (n >= (ssize_t)ZR_TRIM_MIN)
+		big_now = true;
 	if (n < (ssize_t)sizeof(*in))
 		return n;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);

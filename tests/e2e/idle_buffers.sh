@@ -8,8 +8,11 @@
 # now) and buffer_trims count it.  Requests after the trim still work: the
 # files read back intact; two rounds, so buffers given back fill and go
 # back again, and after six readers the RSS outside the tier comes back
-# to within 8 MiB of what it was before them (READ replies are built in a
-# per-thread buffer given back the same way; the old daemon: +15 MiB).
+# to within 4 MiB of what it was before them (READ replies are built in a
+# per-thread buffer given back the same way; the old daemon: +15 MiB.
+# Until the trim came to count from a thread's last large request, the
+# threads that served this test's own stats reads, every 0.2 s, kept
+# theirs: 2-14 MiB above the level before, now 0-1 MiB).
 # Six writers keep 7 to 10 threads busy, hence 4 MiB and 4 trims (the old
 # daemon gave none back).  (With busy_poll=off threads sleep in read(2)
 # and keep their buffers: session.c.)
@@ -69,10 +72,10 @@ for round in 1 2; do
 	for _ in $(seq 50); do
 		sleep 0.2
 		rd=$(outside)
-		[ "$rd" -le $((idle + (8 << 20))) ] && break
+		[ "$rd" -le $((idle + (4 << 20))) ] && break
 	done
 	say "outside the tier: $((busy >> 20)) MiB after the reads, $((rd >> 20)) MiB idle"
-	[ "$rd" -le $((idle + (8 << 20))) ] ||
+	[ "$rd" -le $((idle + (4 << 20))) ] ||
 		fail "round $round: RSS outside the tier $rd bytes in 10 s of idle time after the reads, $idle after the writes"
 done
 zr_umount
