@@ -1184,16 +1184,41 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		fuse_reply_write(req, (size_t)n);
 }
 
+/*
+ * The tail of the last block of a truncated file could not be stored
+ * zeroed in the tier (the pool cannot allocate): write the part before the
+ * end, @blk's first @size % bs bytes, to the backing file instead and drop
+ * the block, so that no byte past the end stays in the tier to come back
+ * when the file grows again. Caller holds ino->lock for writing and the
+ * file's I/O mutex. @return 0 or -errno (the block is then left as it was).
+ */
+static int tail_to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
+			   uint64_t size, const char *blk)
+{
+	uint64_t idx = size / fs->bs;
+	int rc = full_pwrite(fd, blk, size % fs->bs, (off_t)(idx * fs->bs));
+
+	if (rc)
+		return rc;
+	zr_stat_add(&fs->bytes_written_backing, size % fs->bs);
+	zr_file_drop(ino->blocks, idx, 1);
+	return 0;
+}
+
 /**
  * zr_data_truncate() - set the size of @ino to @size: the backing file is
  * truncated at once, blocks past the end are dropped and the tail of the
  * last block is zeroed. @fd may be -1 (taken from the cache).
- * @return 0 or -errno.
+ * @return 0 or -errno. The cached size changes only with 0; an error after
+ * the backing file was cut (writing the last block's head failed) leaves
+ * the blocks past the end dropped, the size as it was and the data before
+ * @size whole.
  */
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size)
 {
 	uint64_t bs = fs->bs;
-	bool own = fd < 0;
+	bool own = fd < 0, tail = false;
+	char *blk = NULL;
 	int rc;
 
 	rc = attach_cached(fs, ino);
@@ -1207,17 +1232,25 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
-	rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	/* the last block first, so that failing to read it changes nothing
+	 * (a corrupt one stays as it is: it reads as EIO) */
+	if (ino->blocks && size % bs) {
+		blk = scratch_block();
+		rc = blk ? zr_file_read(ino->blocks, size / bs, blk) : -ENOMEM;
+		tail = rc == 1;
+		rc = rc == -ENOMEM ? rc : 0;
+	}
+	if (rc == 0)
+		rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
 	if (rc == -EBADF)
 		rc = -EROFS;
 	if (rc == 0 && ino->blocks) {
-		uint64_t first = (size + bs - 1) / bs;
-		char *blk = scratch_block();
-
-		zr_file_drop(ino->blocks, first, UINT64_MAX);
-		if (size % bs && blk && zr_file_read(ino->blocks, size / bs, blk) == 1) {
+		zr_file_drop(ino->blocks, (size + bs - 1) / bs, UINT64_MAX);
+		if (tail) {
 			memset(blk + size % bs, 0, bs - size % bs);
 			rc = zr_file_write(ino->blocks, size / bs, blk, ZR_WRITE_DIRTY);
+			if (rc)
+				rc = tail_to_backing(fs, ino, fd, size, blk);
 		}
 	}
 	/* the size before the mutex goes: a writeback of the last block
