@@ -286,8 +286,11 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 		 * writes, into an inode that nobody sees again (where the
 		 * backing filesystem's link count can be believed) */
 		if (!fs->links_trusted || ino->key.dev != fs->backing_dev ||
-		    fstat(fd, &st) != 0 || st.st_nlink > 0)
+		    fstat(fd, &st) != 0 || st.st_nlink > 0) {
+			if (__atomic_load_n(&ino->open_err_logged, __ATOMIC_RELAXED))
+				__atomic_store_n(&ino->open_err_logged, false, __ATOMIC_RELAXED);
 			return 0;
+		}
 		zr_fd_put(fs, ino);
 		gone = true;
 	} else {
@@ -308,8 +311,19 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 			       (unsigned long long)ino->key.ino);
 		return 0;
 	}
-	if (hfd < 0)
+	if (hfd < 0) {
+		/* once until it opens again: writeback retries it */
+		if (!__atomic_exchange_n(&ino->open_err_logged, true, __ATOMIC_RELAXED))
+			zr_log(ZR_LOG_ERR, "cannot open the backing file of inode %llu to write its data back (kept in RAM, retried): %s%s%s%s",
+			       (unsigned long long)ino->key.ino,
+			       fd == -ESTALE ? "none of its names reaches it (renamed behind zramfs's back?)"
+					     : strerror(-fd),
+			       hfd == -ENOTSUP ? "" : " (through its file handle: ",
+			       hfd == -ENOTSUP ? "" : strerror(-hfd), hfd == -ENOTSUP ? "" : ")");
 		return fd;
+	}
+	if (__atomic_load_n(&ino->open_err_logged, __ATOMIC_RELAXED))
+		__atomic_store_n(&ino->open_err_logged, false, __ATOMIC_RELAXED);
 	if (lost_log(fs, ino, false))
 		zr_log(ZR_LOG_WARNING, "no name zramfs knows reached inode %llu in the backing directory (renamed behind its back, or a rename through the mount was under way): written back through its file handle",
 		       (unsigned long long)ino->key.ino);

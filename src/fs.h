@@ -155,6 +155,9 @@ struct zr_inode {
 					 * (atomic acquire); freed with the inode */
 	bool lost_logged;		/* relaxed atomic: writeback found once that no
 					 * name reaches the file (data.c: backing_fd) */
+	bool open_err_logged;		/* relaxed atomic: backing_fd logged that the
+					 * file cannot be opened, and has not opened it
+					 * since (data.c) */
 };
 
 /* The file capabilities a write must drop (data.c, ops.c). */
