@@ -213,22 +213,24 @@ static int parse_codec(struct parse_ctx *pc, const char *optname, const char *s,
 	return 0;
 }
 
+/*
+ * Value @s of option @optname, a level of @codec. @return 0, or -EINVAL
+ * with a message quoting @s and giving the codec's range.
+ */
 static int parse_level(struct parse_ctx *pc, const char *optname, const char *s,
 		       enum zr_codec_id codec, int *out)
 {
 	char *e;
 	long v;
 	int min = 0, max = 0;
-	char range[64];
 
 	errno = 0;
 	v = strtol(s, &e, 10);
 	if (errno || e == s || *e != '\0' || v < INT_MIN || v > INT_MAX ||
 	    zr_codec_level_valid(codec, (int)v, &min, &max) < 0) {
 		zr_codec_level_valid(codec, INT_MIN, &min, &max);
-		snprintf(range, sizeof(range), "%s accepts %d..%d",
-			 zr_codec_name(codec), min, max);
-		return bad(pc, "invalid value for %s: %s", optname, range);
+		return bad(pc, "invalid value '%s' for %s: %s accepts %d..%d",
+			   s, optname, zr_codec_name(codec), min, max);
 	}
 	*out = (int)v;
 	return 0;

@@ -131,7 +131,10 @@ static const struct {
 	{ "size=150%", "size" },
 	{ "comp=foo", "comp" },
 	{ "cold_comp=brotli", "cold_comp" },
-	{ "comp=lz4hc,comp_level=99", "comp_level" },
+	{ "comp=lz4hc,comp_level=99", "'99' for comp_level" },
+	{ "comp_level=fast", "'fast' for comp_level" },
+	{ "cold_level=23", "'23' for cold_level: zstd accepts" },
+	{ "cold_comp=lz4,cold_level=high", "'high' for cold_level: lz4 accepts" },
 	{ "block_size=3000", "block_size" },
 	{ "block_size=1M", "block_size" },
 	{ "block_size=2k", "block_size" },
@@ -173,6 +176,27 @@ START_TEST(test_bad)
 	ck_assert_msg(strstr(err, bad_opts[_i].names) != NULL,
 		      "message for %s does not name it: %s", bad_opts[_i].opt, err);
 	zr_options_free(&o);
+}
+END_TEST
+
+/* Messages in full, where their wording is the point. */
+#define SAYS(opts, want)							\
+	do {									\
+		ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", (opts),	\
+				       "/b", "/m", NULL), -EINVAL);		\
+		ck_assert_str_eq(err, (want));					\
+		zr_options_free(&o);						\
+	} while (0)
+
+START_TEST(test_messages)
+{
+	struct zr_options o;
+	char err[512];
+
+	SAYS("comp=lz4hc,comp_level=99",
+	     "invalid value '99' for comp_level: lz4hc accepts 1..12");
+	SAYS("cold_comp=none,cold_level=1",
+	     "invalid value '1' for cold_level: none accepts 0..0");
 }
 END_TEST
 
@@ -260,6 +284,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_over_self);
 	tcase_add_test(tc, test_values);
 	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
+	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_test(tc, test_parse_size);
 	tcase_add_test(tc, test_unescape_octal);
