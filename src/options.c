@@ -325,11 +325,10 @@ static int zr_options_check(struct parse_ctx *pc)
 	if (o->low_wm_str && parse_uint_pct(o->low_wm_str, 5, 100, &c->low_wm))
 		return bad(pc, "invalid value '%s' for low_wm: expected a percentage of size, 5..100%s",
 			   o->low_wm_str, "");
-	if (c->low_wm > c->high_wm) {
-		snprintf(pc->err, pc->errlen,
-			 "low_wm (%u%%) must not be above high_wm (%u%%)", c->low_wm, c->high_wm);
-		return -EINVAL;
-	}
+	if (c->low_wm > c->high_wm)	/* one of them may be the default */
+		return bad(pc, "low_wm (%u%%%s) must not be above high_wm (%u%%%s)",
+			   c->low_wm, o->low_wm_str ? "" : ", the default",
+			   c->high_wm, o->high_wm_str ? "" : ", the default");
 	if (o->no_default_permissions &&
 	    (o->default_permissions || o->allow_other || o->allow_root)) {
 		snprintf(pc->err, pc->errlen,

@@ -197,6 +197,12 @@ START_TEST(test_messages)
 	     "invalid value '99' for comp_level: lz4hc accepts 1..12");
 	SAYS("cold_comp=none,cold_level=1",
 	     "invalid value '1' for cold_level: none accepts 0..0");
+	SAYS("high_wm=50",
+	     "low_wm (80%, the default) must not be above high_wm (50%)");
+	SAYS("low_wm=95",
+	     "low_wm (95%) must not be above high_wm (90%, the default)");
+	SAYS("high_wm=50,low_wm=60",
+	     "low_wm (60%) must not be above high_wm (50%)");
 }
 END_TEST
 
