@@ -347,8 +347,10 @@ static int zr_options_check(struct parse_ctx *pc)
 	}
 	if (o->read_ahead_str) {
 		rc = zr_parse_size(o->read_ahead_str, 0, &v);
-		if (rc || v > 64ull << 20 || (v && v < 4096))
-			return bad(pc, "invalid value '%s' for read_ahead: expected bytes from 4k to 64m with an optional k/m suffix, or 0 for the kernel's default%s",
+		/* the kernel keeps it in pages: refused, not rounded down,
+		 * as max_read is */
+		if (rc || v > 64ull << 20 || (v && v < 4096) || v % 4096)
+			return bad(pc, "invalid value '%s' for read_ahead: expected bytes from 4k to 64m, a multiple of 4k, with an optional k/m suffix, or 0 for the kernel's default%s",
 				   o->read_ahead_str, "");
 		o->read_ahead = v;
 	}
@@ -470,8 +472,9 @@ void zr_options_help(const char *prog)
 	       "    -o high_wm=PCT         usage of size where background reclaim starts (90)\n"
 	       "    -o low_wm=PCT          usage of size where reclaim stops (80)\n"
 	       "    -o max_fds=N           backing files kept open at most (4096)\n"
-	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 0 keeps the\n"
-	       "                           kernel's default of 128k; needs root (1m)\n"
+	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 4k..64m, a\n"
+	       "                           multiple of 4k; 0 keeps the kernel's default of 128k;\n"
+	       "                           needs root (1m)\n"
 	       "    -o max_read=SIZE       largest read request the kernel sends, 4k..1m: a\n"
 	       "                           read-ahead window comes in several, served at once (512k)\n"
 	       "    -o cpu_latency=US|off  during bursts of requests (and 0.5 s after), keep idle\n"

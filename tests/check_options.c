@@ -112,6 +112,8 @@ START_TEST(test_values)
 	ONE("busy_poll=0", o.busy_poll, 0);
 	ONE("cpu_latency=off", o.cpu_latency, -1);
 	ONE("read_ahead=0", o.read_ahead, 0);
+	ONE("read_ahead=12k", o.read_ahead, 12288);
+	ONE("read_ahead=64m", o.read_ahead, 64ull << 20);
 	ONE("max_read=4k", o.max_read, 4096);
 	ONE("max_read=1m", o.max_read, 1024 * 1024);
 	ONE("allow_root", o.no_default_permissions, 0);
@@ -149,6 +151,8 @@ static const struct {
 	{ "read_ahead=1k", "read_ahead" },
 	{ "read_ahead=1g", "read_ahead" },
 	{ "read_ahead=fast", "read_ahead" },
+	{ "read_ahead=5000", "'5000' for read_ahead" },
+	{ "read_ahead=6k", "'6k' for read_ahead" },
 	{ "max_read=0", "max_read" },
 	{ "max_read=6000", "max_read" },
 	{ "max_read=2m", "max_read" },
@@ -197,6 +201,8 @@ START_TEST(test_messages)
 	     "invalid value '99' for comp_level: lz4hc accepts 1..12");
 	SAYS("cold_comp=none,cold_level=1",
 	     "invalid value '1' for cold_level: none accepts 0..0");
+	SAYS("read_ahead=5000",
+	     "invalid value '5000' for read_ahead: expected bytes from 4k to 64m, a multiple of 4k, with an optional k/m suffix, or 0 for the kernel's default");
 	SAYS("high_wm=50",
 	     "low_wm (80%, the default) must not be above high_wm (50%)");
 	SAYS("low_wm=95",
