@@ -50,6 +50,10 @@ int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out);
  */
 int zr_parse_duration_ms(const char *s, uint64_t *out);
 
+/** Physical RAM of the machine in bytes (MemTotal, from sysconf), whatever
+ * the cgroup's limit. 0 if unknown. */
+uint64_t zr_phys_ram_bytes(void);
+
 /** RAM this process may use, in bytes: physical RAM (sysconf), or the
  * memory limit of its cgroup when lower. 0 if unknown. */
 uint64_t zr_ram_bytes(void);

@@ -76,6 +76,18 @@ struct zr_options {
 int zr_options_parse(int argc, char **argv, struct zr_options *o,
 		     struct fuse_args *fargs, char *err, size_t errlen);
 
+/**
+ * zr_options_size_warning() - whether the budget of @o (size=) is more than
+ * half of the memory there is: of @ram, the machine's physical RAM (0:
+ * unknown), or of @limit, the memory limit of the daemon's cgroup
+ * (UINT64_MAX: none), whichever is lower. A budget that large, with the
+ * page cache and the daemon's own memory on top, invites the OOM killer.
+ * @buf receives the warning (@len bytes at most) when there is one.
+ * @return true when there is a warning.
+ */
+bool zr_options_size_warning(const struct zr_options *o, uint64_t ram,
+			     uint64_t limit, char *buf, size_t len);
+
 /** Free the strings of @o. */
 void zr_options_free(struct zr_options *o);
 

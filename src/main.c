@@ -363,21 +363,13 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	fit_fd_limit(&opt);
-	{
-		/* in a memory cgroup (a container, a systemd unit with
-		 * MemoryMax=), N% of size= is a share of its limit; a larger
-		 * absolute budget invites the OOM killer to take the daemon
-		 * and the dirty data it holds */
-		uint64_t lim = zr_mem_limit();
-
-		if (lim != UINT64_MAX && opt.store.budget > lim / 2) {
-			char b[32], l[32];
-
-			fprintf(stderr, "zramfs: warning: size= %s is more than half the memory limit of this cgroup (%s): with the page cache and the daemon's own memory on top, the OOM killer may end the daemon and lose the data it holds\n",
-				zr_human_size(opt.store.budget, b, sizeof(b)),
-				zr_human_size(lim, l, sizeof(l)));
-		}
-	}
+	/* a budget of more than half the RAM, or of the limit of a memory
+	 * cgroup (a container, a systemd unit with MemoryMax=), invites the
+	 * OOM killer to take the daemon and the dirty data it holds: a
+	 * warning only, as the tier may never fill */
+	if (zr_options_size_warning(&opt, zr_phys_ram_bytes(), zr_mem_limit(),
+				    err, sizeof(err)))
+		fprintf(stderr, "zramfs: warning: %s\n", err);
 
 	/* The backing directory: must exist, be a directory we can open. */
 	root_fd = open(opt.backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

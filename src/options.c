@@ -420,6 +420,24 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
 	return 0;
 }
 
+bool zr_options_size_warning(const struct zr_options *o, uint64_t ram,
+			     uint64_t limit, char *buf, size_t len)
+{
+	uint64_t budget = o->store.budget;
+	bool cg = limit != UINT64_MAX && (!ram || limit < ram);
+	uint64_t mem = cg ? limit : ram;
+	char b[32], m[32];
+
+	if (!mem || budget <= mem / 2)
+		return false;
+	zr_human_size(budget, b, sizeof(b));
+	zr_human_size(mem, m, sizeof(m));
+	snprintf(buf, len, "size= %s is more than %s (%s): with the page cache and the daemon's own memory on top, the OOM killer may end the daemon and lose the data it holds",
+		 b, cg ? "half the memory limit of this cgroup" :
+		 budget > mem ? "the physical RAM" : "half the physical RAM", m);
+	return true;
+}
+
 void zr_options_free(struct zr_options *o)
 {
 	char **strs[] = {

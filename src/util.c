@@ -225,16 +225,23 @@ int zr_mem_headroom(uint64_t *headroom, uint64_t *scale)
 	return h.room == UINT64_MAX ? -ENOENT : 0;
 }
 
-/* RAM this process may use: the machine's, or its cgroup's limit if lower
- * (a size= in percent is a share of it). */
-uint64_t zr_ram_bytes(void)
+uint64_t zr_phys_ram_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);
 	long psize = sysconf(_SC_PAGESIZE);
 
 	if (pages <= 0 || psize <= 0)
 		return 0;
-	return ZR_MIN((uint64_t)pages * (uint64_t)psize, zr_mem_limit());
+	return (uint64_t)pages * (uint64_t)psize;
+}
+
+/* RAM this process may use: the machine's, or its cgroup's limit if lower
+ * (a size= in percent is a share of it). */
+uint64_t zr_ram_bytes(void)
+{
+	uint64_t ram = zr_phys_ram_bytes();
+
+	return ram ? ZR_MIN(ram, zr_mem_limit()) : 0;
 }
 
 /* Parse a non-negative decimal with an optional fraction; end in *end. */

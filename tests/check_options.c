@@ -5,6 +5,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,6 +213,49 @@ START_TEST(test_messages)
 }
 END_TEST
 
+/* Whether a budget of @size warns with @ram of RAM and a cgroup @limit. */
+static bool size_warns(const char *size, uint64_t ram, uint64_t limit,
+		       char *msg, size_t len)
+{
+	struct zr_options o;
+	char opt[64], err[512];
+	bool warns;
+
+	snprintf(opt, sizeof(opt), "size=%s", size);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", opt, "/b", "/m", NULL), 0);
+	msg[0] = '\0';
+	warns = zr_options_size_warning(&o, ram, limit, msg, len);
+	zr_options_free(&o);
+	return warns;
+}
+
+START_TEST(test_size_warning)
+{
+	const uint64_t G = 1ull << 30, none = UINT64_MAX;
+	char msg[512];
+
+	/* half the RAM is fine, more is a warning that says of what */
+	ck_assert(!size_warns("4g", 8 * G, none, msg, sizeof(msg)));
+	ck_assert(size_warns("5g", 8 * G, none, msg, sizeof(msg)));
+	ck_assert_str_eq(msg, "size= 5.0G is more than half the physical RAM (8.0G): with the page cache and the daemon's own memory on top, the OOM killer may end the daemon and lose the data it holds");
+	ck_assert(size_warns("9g", 8 * G, none, msg, sizeof(msg)));
+	ck_assert_ptr_nonnull(strstr(msg, "size= 9.0G is more than the physical RAM (8.0G):"));
+	/* a cgroup limit above the RAM: the RAM is what counts */
+	ck_assert(size_warns("5g", 8 * G, 16 * G, msg, sizeof(msg)));
+	ck_assert_ptr_nonnull(strstr(msg, "more than half the physical RAM (8.0G)"));
+	/* a cgroup limit below it: the limit, worded as before */
+	ck_assert(!size_warns("2g", 8 * G, 4 * G, msg, sizeof(msg)));
+	ck_assert(size_warns("3g", 8 * G, 4 * G, msg, sizeof(msg)));
+	ck_assert_ptr_nonnull(strstr(msg, "size= 3.0G is more than half the memory limit of this cgroup (4.0G):"));
+	/* RAM unknown: only a limit can warn */
+	ck_assert(!size_warns("100g", 0, none, msg, sizeof(msg)));
+	ck_assert(size_warns("3g", 0, 4 * G, msg, sizeof(msg)));
+	/* the default, 25% of the RAM or of the limit, never warns */
+	ck_assert(!size_warns("25%", zr_phys_ram_bytes(), zr_mem_limit(), msg, sizeof(msg)));
+	ck_assert_str_eq(msg, "");
+}
+END_TEST
+
 START_TEST(test_usage_errors)
 {
 	struct zr_options o;
@@ -297,6 +341,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_values);
 	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
 	tcase_add_test(tc, test_messages);
+	tcase_add_test(tc, test_size_warning);
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_test(tc, test_parse_size);
 	tcase_add_test(tc, test_unescape_octal);
