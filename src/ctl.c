@@ -161,7 +161,7 @@ static char *render_config(struct zr_fs *fs)
 	s.budget = c->budget;
 	if (fs->store)
 		zr_store_get_stats(fs->store, &s);
-	fprintf(f, "backing %s\n", o->backing);
+	fprintf(f, "backing %s\n", o->backing_real);
 	fprintf(f, "size %" PRIu64 "\n", s.budget);
 	fprintf(f, "comp %s\n", zr_codec_name(c->comp));
 	fprintf(f, "comp_level %d\n", c->comp_level);

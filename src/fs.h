@@ -46,7 +46,9 @@ enum zr_cache_mode {
 
 /* Options in force; filled by zr_options_parse(). */
 struct zr_options {
-	char *backing;		/* backing directory as given */
+	char *backing;		/* backing directory as given (for messages) */
+	char *backing_real;	/* it absolute and resolved, once it is open:
+				 * zr_options_resolve_backing(); NULL before */
 	char *mountpoint;	/* mount point as given */
 	char *size_str, *comp_str, *comp_level_str, *cold_comp_str;
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
@@ -87,6 +89,15 @@ int zr_options_parse(int argc, char **argv, struct zr_options *o,
  */
 bool zr_options_size_warning(const struct zr_options *o, uint64_t ram,
 			     uint64_t limit, char *buf, size_t len);
+
+/**
+ * zr_options_resolve_backing() - set @o->backing_real to the backing
+ * directory's absolute path, symlinks, "." and ".." and extra slashes
+ * resolved (realpath(3)), as it is at this moment; @o->backing keeps what
+ * the user typed. Freed by zr_options_free().
+ * @return 0, or -errno of realpath (-ENOENT...).
+ */
+int zr_options_resolve_backing(struct zr_options *o);
 
 /** Free the strings of @o. */
 void zr_options_free(struct zr_options *o);

@@ -120,18 +120,15 @@ static int lock_backing(int root_fd)
 	return -EBUSY;
 }
 
-/* Whether the canonical path @mnt lies inside the directory @backing. */
+/* Whether the canonical path @mnt lies inside the directory whose
+ * canonical path is @backing. */
 static bool inside_backing(const char *backing, const char *mnt)
 {
-	char realb[PATH_MAX];
-	size_t n;
+	size_t n = strlen(backing);
 
-	if (!realpath(backing, realb))
-		return false;
-	n = strlen(realb);
 	if (n == 1)
 		return mnt[1] != '\0';	/* the backing directory is / */
-	return strncmp(mnt, realb, n) == 0 && mnt[n] == '/';
+	return strncmp(mnt, backing, n) == 0 && mnt[n] == '/';
 }
 
 static void *signal_thread(void *arg)
@@ -378,6 +375,14 @@ int main(int argc, char *argv[])
 			strerror(errno));
 		goto out_args;
 	}
+	/* the config file and fsname= show it resolved; messages quote
+	 * it as typed */
+	rc = zr_options_resolve_backing(&opt);
+	if (rc) {
+		fprintf(stderr, "zramfs: backing directory '%s': cannot resolve its path: %s\n",
+			opt.backing, strerror(-rc));
+		goto out_fd;
+	}
 	if (!realpath(opt.mountpoint, real_mnt)) {
 		fprintf(stderr, "zramfs: mount point '%s': %s\n", opt.mountpoint,
 			strerror(errno));
@@ -397,7 +402,7 @@ int main(int argc, char *argv[])
 			real_mnt);
 		goto out_fd;
 	}
-	if (!opt.over_self && inside_backing(opt.backing, real_mnt)) {
+	if (!opt.over_self && inside_backing(opt.backing_real, real_mnt)) {
 		fprintf(stderr, "zramfs: mount point '%s' is inside the backing directory '%s': the daemon would reach its own mount through it (mount elsewhere, or over the backing directory itself: zramfs DIR)\n",
 			real_mnt, opt.backing);
 		goto out_fd;
@@ -435,11 +440,9 @@ int main(int argc, char *argv[])
 		fuse_opt_add_arg(&args, "-odefault_permissions");
 	{
 		char fsname[2 * PATH_MAX + 16];
-		char realb[PATH_MAX];
+		const char *realb = opt.backing_real;
 		size_t i, o;
 
-		if (!realpath(opt.backing, realb))
-			snprintf(realb, sizeof(realb), "%s", opt.backing);
 		/* libfuse splits -o at commas: a backing path with a comma
 		 * must not end the option, nor add options of its own */
 		o = (size_t)snprintf(fsname, sizeof(fsname), "-ofsname=");

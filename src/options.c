@@ -438,10 +438,24 @@ bool zr_options_size_warning(const struct zr_options *o, uint64_t ram,
 	return true;
 }
 
+int zr_options_resolve_backing(struct zr_options *o)
+{
+	char *real;
+
+	if (!o->backing)
+		return -EINVAL;
+	real = realpath(o->backing, NULL);
+	if (!real)
+		return -errno;
+	free(o->backing_real);
+	o->backing_real = real;
+	return 0;
+}
+
 void zr_options_free(struct zr_options *o)
 {
 	char **strs[] = {
-		&o->backing, &o->mountpoint, &o->size_str, &o->comp_str,
+		&o->backing, &o->backing_real, &o->mountpoint, &o->size_str, &o->comp_str,
 		&o->comp_level_str, &o->cold_comp_str, &o->cold_level_str,
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "zr_util.h"
@@ -256,6 +258,52 @@ START_TEST(test_size_warning)
 }
 END_TEST
 
+/* The backing directory is resolved once: absolute, through symlinks,
+ * without the slashes typed after it; the typed form stays for messages. */
+START_TEST(test_resolve_backing)
+{
+	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char base[PATH_MAX], real[PATH_MAX], want[PATH_MAX + 8], err[512];
+	struct zr_options o;
+
+	snprintf(base, sizeof(base), "%s/zr-check-options-XXXXXX", tmp);
+	ck_assert_ptr_nonnull(mkdtemp(base));
+	ck_assert_ptr_nonnull(realpath(base, real));
+	snprintf(want, sizeof(want), "%s/dir", real);
+	ck_assert_int_eq(chdir(base), 0);
+	ck_assert_int_eq(mkdir("dir", 0700), 0);
+	ck_assert_int_eq(symlink("dir", "link"), 0);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "dir//", "/m", NULL), 0);
+	ck_assert_ptr_null(o.backing_real);
+	ck_assert_int_eq(zr_options_resolve_backing(&o), 0);
+	ck_assert_str_eq(o.backing_real, want);
+	ck_assert_str_eq(o.backing, "dir//");
+	zr_options_free(&o);
+	ck_assert_ptr_null(o.backing_real);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "./link/../dir/.", NULL), 0);
+	ck_assert_int_eq(zr_options_resolve_backing(&o), 0);
+	ck_assert_str_eq(o.backing_real, want);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "link/", "/m", NULL), 0);
+	ck_assert_int_eq(zr_options_resolve_backing(&o), 0);
+	ck_assert_str_eq(o.backing_real, want);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "missing", "/m", NULL), 0);
+	ck_assert_int_eq(zr_options_resolve_backing(&o), -ENOENT);
+	ck_assert_ptr_null(o.backing_real);
+	zr_options_free(&o);
+
+	ck_assert_int_eq(unlink("link"), 0);
+	ck_assert_int_eq(rmdir("dir"), 0);
+	ck_assert_int_eq(chdir("/"), 0);
+	ck_assert_int_eq(rmdir(base), 0);
+}
+END_TEST
+
 START_TEST(test_usage_errors)
 {
 	struct zr_options o;
@@ -342,6 +390,7 @@ static Suite *options_suite(void)
 	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
 	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_size_warning);
+	tcase_add_test(tc, test_resolve_backing);
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_test(tc, test_parse_size);
 	tcase_add_test(tc, test_unescape_octal);

@@ -37,6 +37,14 @@ zr_umount
 zr_mount "comp=lz4hc,size=1g" "$B" "$M"
 grep -qx "size 1073741824" "$ZR_MNT/.zramfs/config" || fail "config lacks 'size 1073741824'"
 zr_umount
+say "the config shows the backing directory resolved, not as typed"
+ln -s backing "$ZR_TMP/blink"
+cd "$ZR_TMP"
+zr_mount "" "blink//" "$M"
+cd - >/dev/null
+grep -qx "backing $B" "$ZR_MNT/.zramfs/config" ||
+	fail "'zramfs blink// $M' in $ZR_TMP: config lacks 'backing $B': $(grep '^backing' "$ZR_MNT/.zramfs/config")"
+zr_umount
 
 say "read_ahead reaches the kernel's bdi of the mount (default 1m, 0 = kernel's)"
 for ra in default:1024 256k:256 4m:4096 0:; do
@@ -124,6 +132,10 @@ refused "$F" "$F" "$M"
 refused "$ZR_TMP/nomnt" "$B" "$ZR_TMP/nomnt"
 mkdir -p "$B/sub"
 refused "inside the backing directory" "$B" "$B/sub"
+# the message quotes the backing directory as typed
+cd "$ZR_TMP"
+refused "inside the backing directory 'blink/'" blink/ "$B/sub"
+cd - >/dev/null
 rmdir "$B/sub"
 
 say "mount point already in use"
