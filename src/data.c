@@ -15,7 +15,10 @@
  * zr_inode.lock serialises the writers of one file (and truncate) and
  * guards size/gen; readers do not take it except to insert a clean block,
  * which they skip when `gen` moved while they read the backing file (a
- * writer got there first). The writeback callback takes no inode lock: it
+ * writer got there first). So every change of the data (a write, a
+ * truncate, a punch) bumps gen before it lets go of the lock, whether it
+ * succeeded or not: one that failed halfway may have changed the backing
+ * file, or dropped blocks from the tier, already (data_changed()). The writeback callback takes no inode lock: it
  * reads the size atomically and the mtime under attr_lock.
  */
 #include "config.h"
@@ -636,8 +639,16 @@ void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
+/* The data of @ino may have changed (see the top of the file). Caller
+ * holds ino->lock, and calls this before it lets go, also after a failure. */
+static void data_changed(struct zr_inode *ino)
+{
+	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_RELEASE);
+}
+
 /*
- * Note a change of the data. Caller holds ino->lock; @fd is the file's fd.
+ * Note a change of the data for the times. Caller holds ino->lock and
+ * calls data_changed() too; @fd is the file's fd.
  * @now: stamp mtime with the current time. Writes that the kernel flushes
  * from its writeback cache pass false: the kernel owns mtime then and sends
  * it in a SETATTR of its own; we only remember the time the file showed, so
@@ -648,7 +659,6 @@ static void touch_data(struct zr_fs *fs, struct zr_inode *ino, int fd, bool now)
 	struct stat st;
 	bool have = false;
 
-	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_RELEASE);
 	if (!now) {
 		pthread_mutex_lock(&fs->attr_lock);
 		have = ino->times_dirty;
@@ -1083,6 +1093,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		pos += n;
 		fsize = ZR_MAX(fsize, pos);
 	}
+	data_changed(ino);
 	if (pos > off)
 		touch_data(fs, ino, fd, !writepage);
 	if (rc && (pos == off || writepage))
@@ -1273,6 +1284,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		store_size(ino, size);
 	if (ino->blocks)
 		zr_file_io_unlock(ino->blocks);
+	data_changed(ino);
 	if (rc == 0)
 		touch_data(fs, ino, fd, true);
 	pthread_rwlock_unlock(&ino->lock);
@@ -1472,6 +1484,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	pthread_rwlock_wrlock(&in->lock);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
+		data_changed(in);
 		if (rc == 0)
 			touch_data(fs, in, fd, true);
 	} else {
