@@ -8,8 +8,11 @@
  * makes. With ZR_FAULT_FSYNC=1 as well, fsync(2) and fdatasync(2) of that
  * file fail with EIO while armed, as when the device fails a write the
  * page cache took; with ZR_FAULT_SYNCFS=1, syncfs(2) of any file fails so
- * (the daemon's final sync at unmount). Without the variables, or while disarmed, the calls are
- * passed through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
+ * (the daemon's final sync at unmount). With ZR_FAULT_FTRUNCATE_DELAY_MS=N,
+ * the first ftruncate(2) of that file while armed disarms (removes the
+ * ZR_FAULT_ARMED file) and then sleeps N ms before it is done: a window in
+ * which another request may run (races). Without the variables, or while
+ * disarmed, the calls are passed through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
@@ -125,4 +129,36 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
 {
 	return faulty_pread("pread64", fd, buf, len, off);
+}
+
+typedef int (*ftruncate_fn)(int, off_t);
+
+static int delayed_ftruncate(const char *sym, int fd, off_t len)
+{
+	ftruncate_fn real = (ftruncate_fn)dlsym(RTLD_NEXT, sym);
+	const char *ms_s = getenv("ZR_FAULT_FTRUNCATE_DELAY_MS");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	/* (unlink() decides which of two racing calls is the first) */
+	if (ms_s && fault_file(fd) && unlink(getenv("ZR_FAULT_ARMED")) == 0) {
+		long ms = atol(ms_s);
+		struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	return real(fd, len);
+}
+
+int ftruncate(int fd, off_t len)
+{
+	return delayed_ftruncate("ftruncate", fd, len);
+}
+
+int ftruncate64(int fd, off64_t len)
+{
+	return delayed_ftruncate("ftruncate64", fd, len);
 }
