@@ -238,6 +238,39 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
 		      unsigned flags, bool *raw);
 
+/*
+ * A block compressed and given its place in the pool, not yet in a file:
+ * zr_file_write() in two steps, for a caller that must know the block can
+ * be stored before it changes anything else (truncate). Fields are the
+ * store's; a zeroed one holds nothing.
+ */
+struct zr_prepared {
+	uint64_t pat;		/* fill pattern of a same-filled block */
+	uint32_t handle;	/* pool object, or ZR_ZPOOL_NO_HANDLE */
+	uint32_t len;		/* its length */
+	enum zr_codec_id codec;	/* its codec */
+	unsigned fl;		/* ZR_SLOT_* flags but DIRTY */
+};
+
+/**
+ * zr_file_prepare() - compress @buf (block_size bytes) and store it in the
+ * pool, for zr_file_install() or zr_file_unprepare() into @p.
+ * @return 0, or -ENOMEM when the pool cannot allocate (@p holds nothing).
+ */
+int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p);
+
+/**
+ * zr_file_install() - put the prepared block @p at @index of @f, as
+ * zr_file_write() does with @flags; @p is used up either way. Allocates
+ * only for an index that holds no block (the map's nodes).
+ * @return 0, or -ENOMEM (nothing stored).
+ */
+int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
+		    unsigned flags);
+
+/** zr_file_unprepare() - free the prepared block @p (none: nothing). */
+void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p);
+
 /**
  * zr_file_drop() - drop blocks [@first, @first + @count), dirty ones
  * included (truncate, punch hole). @count UINT64_MAX means "to the end".

@@ -1057,72 +1057,73 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 	return zr_file_write_raw(f, index, buf, flags, NULL);
 }
 
-int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
-		      unsigned flags, bool *raw)
+_Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no pool object");
+
+int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 {
 	struct zr_store *st = f->st;
-	uint32_t bs = st->cfg.block_size, len = 0, handle = ZR_ZPOOL_NO_HANDLE;
-	enum zr_codec_id codec = ZR_CODEC_NONE;
-	unsigned fl = ZR_SLOT_PRESENT;
+	uint32_t bs = st->cfg.block_size;
+	const void *src = buf;
+	ssize_t n = -ENOSPC;
+
+	memset(p, 0, sizeof(*p));
+	p->handle = ZR_ZPOOL_NO_HANDLE;
+	p->codec = ZR_CODEC_NONE;
+	p->fl = ZR_SLOT_PRESENT;
+	if (same_filled(buf, bs, &p->pat)) {
+		p->fl |= ZR_SLOT_SAME;
+		return 0;
+	}
+	if (st->cfg.comp != ZR_CODEC_NONE) {
+		uint8_t *tmp = scratch();
+		struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+
+		if (!tmp || !ctx)
+			return -ENOMEM;
+		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level,
+				   buf, tmp, bs - st->cfg.min_saving, &p->fl);
+		if (n > 0) {
+			src = tmp;
+			p->len = (uint32_t)n;
+			p->codec = st->cfg.comp;
+		} else if (n != -ENOSPC) {
+			return (int)n;
+		}
+	}
+	if (n == -ENOSPC) {	/* did not save min_saving: keep it raw */
+		p->fl |= ZR_SLOT_RAW;
+		p->len = bs;
+	}
+	return pool_store(st, src, p->len, &p->handle);
+}
+
+void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p)
+{
+	if (p->handle != ZR_ZPOOL_NO_HANDLE)
+		zr_zpool_free(f->st->pool, p->handle);
+	p->handle = ZR_ZPOOL_NO_HANDLE;
+}
+
+int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
+		    unsigned flags)
+{
+	struct zr_store *st = f->st;
 	bool clean = flags & ZR_WRITE_CLEAN;
+	unsigned fl = p->fl | (clean ? 0 : ZR_SLOT_DIRTY);
 	struct zr_slot *s, old;
-	uint64_t pat = 0;
-	int rc;
-
-	if (clean) {	/* a clean fill never replaces what is there */
-		if (zr_file_has(f, index))
-			return 0;
-	} else {
-		fl |= ZR_SLOT_DIRTY;
-	}
-
-	if (raw)
-		*raw = false;
-	if (same_filled(buf, bs, &pat)) {
-		fl |= ZR_SLOT_SAME;
-	} else {
-		const void *src = buf;
-		ssize_t n = -ENOSPC;
-
-		if (st->cfg.comp != ZR_CODEC_NONE) {
-			uint8_t *tmp = scratch();
-			struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
-
-			if (!tmp || !ctx)
-				return -ENOMEM;
-			n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level,
-					   buf, tmp, bs - st->cfg.min_saving, &fl);
-			if (n > 0) {
-				src = tmp;
-				len = (uint32_t)n;
-				codec = st->cfg.comp;
-			} else if (n != -ENOSPC) {
-				return (int)n;
-			}
-		}
-		if (n == -ENOSPC) {	/* did not save min_saving: keep it raw */
-			fl |= ZR_SLOT_RAW;
-			len = bs;
-		}
-		if (raw)
-			*raw = fl & ZR_SLOT_RAW;
-		rc = pool_store(st, src, len, &handle);
-		if (rc)
-			return rc;
-	}
 
 	pthread_mutex_lock(&f->lock);
 	s = map_insert(f, index);
 	if (!s) {
 		map_prune(f, index);
 		pthread_mutex_unlock(&f->lock);
-		zr_zpool_free(st->pool, handle);
+		zr_file_unprepare(f, p);
 		return -ENOMEM;
 	}
 	if (slot_has(s, ZR_SLOT_PRESENT)) {
 		if (clean) {	/* raced with a writer: its data wins */
 			pthread_mutex_unlock(&f->lock);
-			zr_zpool_free(st->pool, handle);
+			zr_file_unprepare(f, p);
 			return 0;
 		}
 		old = *s;
@@ -1133,14 +1134,34 @@ int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
 		zr_policy_init_slot(st->pol, &s->ps);
 	}
 	if (fl & ZR_SLOT_SAME)
-		s->u.pattern = pat;
+		s->u.pattern = p->pat;
 	else
-		s->u.handle = handle;
-	s->info = make_info(len, codec, fl);
+		s->u.handle = p->handle;
+	s->info = make_info(p->len, p->codec, fl);
+	p->handle = ZR_ZPOOL_NO_HANDLE;	/* the slot's now */
 	account(f, s, 1);
 	pthread_mutex_unlock(&f->lock);
 	update_max(st);
 	return 0;
+}
+
+int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
+		      unsigned flags, bool *raw)
+{
+	struct zr_prepared p;
+	int rc;
+
+	/* a clean fill never replaces what is there */
+	if ((flags & ZR_WRITE_CLEAN) && zr_file_has(f, index))
+		return 0;
+	if (raw)
+		*raw = false;
+	rc = zr_file_prepare(f, buf, &p);
+	if (rc)
+		return rc;
+	if (raw)
+		*raw = p.fl & ZR_SLOT_RAW;
+	return zr_file_install(f, index, &p, flags);
 }
 
 void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count)
