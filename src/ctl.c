@@ -17,7 +17,9 @@
 
 #include "fs.h"
 #include "zr_codec.h"
+#include "zr_policy.h"
 #include "zr_util.h"
+#include "zr_zpool.h"
 
 struct ctl_file {
 	const char *name;
@@ -279,6 +281,22 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 			return -EINVAL;
 		__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
 		return zr_store_set_budget(fs->store, v);
+	}
+	/* for the tests: the pool's allocations fail after N more succeed
+	 * (negative: never), only in a daemon started with ZRAMFS_FAULTS=1 */
+	if (strncmp(cmd, "fail_alloc=", 11) == 0) {
+		const char *on = getenv("ZRAMFS_FAULTS");
+		char *e;
+		long n;
+
+		if (!on || strcmp(on, "1") != 0)
+			return -EINVAL;
+		errno = 0;
+		n = strtol(cmd + 11, &e, 10);
+		if (errno || e == cmd + 11 || *e)
+			return -EINVAL;
+		zr_zpool_fail_after(zr_store_test_pool(fs->store), n);
+		return 0;
 	}
 	if (strncmp(cmd, "dirty_expire=", 13) == 0) {
 		if (zr_parse_duration_ms(cmd + 13, &v))
