@@ -1209,42 +1209,19 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		fuse_reply_write(req, (size_t)n);
 }
 
-/*
- * The tail of the last block of a truncated file could not be stored
- * zeroed in the tier (the pool cannot allocate): write the part before the
- * end, @blk's first @size % bs bytes, to the backing file instead and drop
- * the block, so that no byte past the end stays in the tier to come back
- * when the file grows again. Caller holds ino->lock for writing and the
- * file's I/O mutex. @return 0 or -errno (the block is then left as it was).
- */
-static int tail_to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
-			   uint64_t size, const char *blk)
-{
-	uint64_t idx = size / fs->bs;
-	int rc = full_pwrite(fd, blk, size % fs->bs, (off_t)(idx * fs->bs));
-
-	if (rc)
-		return rc;
-	zr_stat_add(&fs->bytes_written_backing, size % fs->bs);
-	zr_file_drop(ino->blocks, idx, 1);
-	return 0;
-}
-
 /**
  * zr_data_truncate() - set the size of @ino to @size: the backing file is
  * truncated at once, blocks past the end are dropped and the tail of the
  * last block is zeroed. @fd may be -1 (taken from the cache).
- * @return 0 or -errno. The cached size changes only with 0; an error after
- * the backing file was cut (writing the last block's head failed) leaves
- * the blocks past the end dropped, the size as it was and the data before
- * @size whole.
+ * @return 0 or -errno; with an error the file is as it was.
  */
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size)
 {
-	uint64_t bs = fs->bs;
-	bool own = fd < 0, tail = false;
-	char *blk = NULL;
-	int rc;
+	uint64_t bs = fs->bs, idx = size / bs;
+	bool own = fd < 0, tail = false, head_out = false;
+	struct zr_prepared p = { 0 };	/* (holds nothing) */
+	char *blk;
+	int rc = 0;
 
 	rc = attach_cached(fs, ino);
 	if (rc)
@@ -1257,13 +1234,29 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
-	/* the last block first, so that failing to read it changes nothing
-	 * (a corrupt one stays as it is: it reads as EIO) */
-	if (ino->blocks && size % bs) {
+	/*
+	 * A shrink leaves the last block with bytes past the end, which must
+	 * read as zeros when the file grows again. Its zeroed copy is made
+	 * ready before anything changes: when the pool cannot take it, the
+	 * part before the end goes to the backing file instead (its data:
+	 * the backing file stays within the cached size) and the block
+	 * leaves the tier. Writeback is held off (the I/O mutex) throughout,
+	 * so a dirty block stays. (A grow finds zeros there already.)
+	 */
+	if (ino->blocks && size % bs && size < load_size(ino)) {
 		blk = scratch_block();
-		rc = blk ? zr_file_read(ino->blocks, size / bs, blk) : -ENOMEM;
+		rc = blk ? zr_file_read(ino->blocks, idx, blk) : -ENOMEM;
 		tail = rc == 1;
-		rc = rc == -ENOMEM ? rc : 0;
+		rc = rc == -ENOMEM ? rc : 0;	/* (-EIO: stays corrupt) */
+		if (tail) {
+			memset(blk + size % bs, 0, bs - size % bs);
+			if (zr_file_prepare(ino->blocks, blk, &p) != 0) {
+				rc = full_pwrite(fd, blk, size % bs, (off_t)(idx * bs));
+				if (rc == 0)
+					zr_stat_add(&fs->bytes_written_backing, size % bs);
+				head_out = true;
+			}
+		}
 	}
 	if (rc == 0)
 		rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
@@ -1271,13 +1264,15 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		rc = -EROFS;
 	if (rc == 0 && ino->blocks) {
 		zr_file_drop(ino->blocks, (size + bs - 1) / bs, UINT64_MAX);
-		if (tail) {
-			memset(blk + size % bs, 0, bs - size % bs);
-			rc = zr_file_write(ino->blocks, size / bs, blk, ZR_WRITE_DIRTY);
-			if (rc)
-				rc = tail_to_backing(fs, ino, fd, size, blk);
-		}
+		/* (the install only allocates when the block left the tier
+		 * meanwhile: clean, then, and on disk as it is now) */
+		if (tail && !head_out)
+			(void)zr_file_install(ino->blocks, idx, &p, ZR_WRITE_DIRTY);
+		else if (head_out)
+			zr_file_drop(ino->blocks, idx, 1);
 	}
+	if (ino->blocks)
+		zr_file_unprepare(ino->blocks, &p);	/* (not installed) */
 	/* the size before the mutex goes: a writeback of the last block
 	 * in between would write it to the old size */
 	if (rc == 0)
