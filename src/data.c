@@ -746,8 +746,8 @@ out:
 /*
  * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
  * as clean blocks, each under ino->lock held exclusive: no writer can change
- * the block meanwhile, and the store never puts a clean block over one it
- * holds (newer, maybe dirty), so every block copied is the file's data.
+ * the block meanwhile, and a block the tier holds (newer, maybe dirty) is
+ * not read, so every block copied is the file's data.
  * Stops when the tier gets tight. @blk: a block-sized buffer.
  */
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
@@ -768,7 +768,10 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		if (fd < 0)
 			return;
 		pthread_rwlock_wrlock(&ino->lock);
-		if (ino->blocks && idx * bs < load_size(ino)) {
+		/* a block the tier holds is skipped before the read: a dirty
+		 * one could be written back and dropped (no inode lock) after
+		 * it, and the older bytes read would go in as clean */
+		if (ino->blocks && idx * bs < load_size(ino) && !zr_file_has(ino->blocks, idx)) {
 			got = full_pread(fd, blk, bs, (off_t)(idx * bs));
 			if (got >= 0) {
 				zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
