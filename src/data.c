@@ -259,6 +259,21 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
 	return n < ZR_LOST_LOGS;
 }
 
+/* Whether backing_fd() should log that @ino cannot be opened: once until
+ * it opens again (writeback retries it), for the first ZR_LOST_LOGS times
+ * (the next one says why it stops). */
+static bool open_err_log(struct zr_fs *fs, struct zr_inode *ino)
+{
+	uint64_t n;
+
+	if (__atomic_exchange_n(&ino->open_err_logged, true, __ATOMIC_RELAXED))
+		return false;
+	n = __atomic_fetch_add(&fs->open_err_logs, 1, __ATOMIC_RELAXED);
+	if (n == ZR_LOST_LOGS)
+		zr_log(ZR_LOG_WARNING, "more files whose backing file cannot be opened to write their data back: counted in writeback_errors of .zramfs/stats, no longer logged");
+	return n < ZR_LOST_LOGS;
+}
+
 /*
  * The fd that writeback and fsync write @ino through, pinned until
  * zr_fd_put(): the cached one, or, when none of the file's names reaches it
@@ -269,9 +284,13 @@ static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
  * has no home, and its @len bytes go as an unlink's would (logged for the
  * first files, counted), unless an unlink or rename of ours holds the
  * inode's lock across its backing call: it drops the blocks itself.
+ * @wb: for a writeback, whose failure to open the file is logged (the
+ * first time for a file until it opens again, for the first ZR_LOST_LOGS
+ * times); an fsync returns its error instead.
  * @return 0, or -errno of the names (no handle, or it cannot tell).
  */
-static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int *fdp)
+static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool wb,
+		      int *fdp)
 {
 	int fd, hfd = -1;
 	bool gone;
@@ -315,8 +334,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, int 
 		return 0;
 	}
 	if (hfd < 0) {
-		/* once until it opens again: writeback retries it */
-		if (!__atomic_exchange_n(&ino->open_err_logged, true, __ATOMIC_RELAXED))
+		if (wb && open_err_log(fs, ino))
 			zr_log(ZR_LOG_ERR, "cannot open the backing file of inode %llu to write its data back (kept in RAM, retried): %s%s%s%s",
 			       (unsigned long long)ino->key.ino,
 			       fd == -ESTALE ? "none of its names reaches it (renamed behind zramfs's back?)"
@@ -354,7 +372,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
 	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
-	rc = backing_fd(fs, ino, len, &fd);
+	rc = backing_fd(fs, ino, len, true, &fd);
 	if (rc)
 		return rc;
 	if (fd < 0)
@@ -1347,7 +1365,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	}
 	rc = zr_data_flush_inode(fs, in);
 	if (rc == 0)
-		rc = backing_fd(fs, in, 0, &fd);
+		rc = backing_fd(fs, in, 0, false, &fd);
 	if (rc == 0) {
 		if (fd >= 0) {	/* (-1: removed behind our back, nothing to sync) */
 			if ((datasync ? fdatasync(fd) : fsync(fd)) < 0) {

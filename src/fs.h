@@ -244,6 +244,8 @@ struct zr_fs {
 	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */
 	uint64_t lost_logs[2];		/* files data.c's backing_fd() logged, renamed
 					 * and removed */
+	uint64_t open_err_logs;		/* atomic: times data.c's backing_fd() logged
+					 * that a file cannot be opened */
 
 	/* writeback thread */
 	pthread_t wb_thread;
