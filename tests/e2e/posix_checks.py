@@ -227,7 +227,25 @@ def newer(before, after, field):
 
 
 def times_after(name, paths, fn, fields=("mtime", "ctime"), want="newer"):
-    """Runs fn() after a tick; checks @fields of each (label, path) moved."""
+    """Runs fn() after a tick; checks @fields of each (label, path) moved.
+    Each path is held (O_PATH) meanwhile, so that the kernel cannot forget
+    its inode: a fresh lookup, after another test's drop_caches, reads the
+    backing file's ctime, which nothing can set, a little later than the
+    one the kernel kept (see cache.coherent_ctime), and "same" failed."""
+    pins = []
+    for _, p in paths:
+        try:
+            pins.append(os.open(p, os.O_PATH | os.O_NOFOLLOW))
+        except OSError:
+            pass
+    try:
+        return _times_after(name, paths, fn, fields, want)
+    finally:
+        for fd in pins:
+            os.close(fd)
+
+
+def _times_after(name, paths, fn, fields, want):
     before = {lab: os.lstat(p) for lab, p in paths}
     time.sleep(TICK)
     r = fn()
