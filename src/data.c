@@ -18,8 +18,9 @@
  * writer got there first). So every change of the data (a write, a
  * truncate, a punch) bumps gen before it lets go of the lock, whether it
  * succeeded or not: one that failed halfway may have changed the backing
- * file, or dropped blocks from the tier, already (data_changed()). The writeback callback takes no inode lock: it
- * reads the size atomically and the mtime under attr_lock.
+ * file, or dropped blocks from the tier, already (data_changed()). The
+ * writeback callback takes no inode lock: it reads the size atomically and
+ * the mtime under attr_lock.
  */
 #include "config.h"
 
@@ -274,6 +275,13 @@ static bool open_err_log(struct zr_fs *fs, struct zr_inode *ino)
 	return n < ZR_LOST_LOGS;
 }
 
+/* @ino's backing file opened: a later failure is logged again. */
+static void open_err_clear(struct zr_inode *ino)
+{
+	if (__atomic_load_n(&ino->open_err_logged, __ATOMIC_RELAXED))
+		__atomic_store_n(&ino->open_err_logged, false, __ATOMIC_RELAXED);
+}
+
 /*
  * The fd that writeback and fsync write @ino through, pinned until
  * zr_fd_put(): the cached one, or, when none of the file's names reaches it
@@ -309,8 +317,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 		 * backing filesystem's link count can be believed) */
 		if (!fs->links_trusted || ino->key.dev != fs->backing_dev ||
 		    fstat(fd, &st) != 0 || st.st_nlink > 0) {
-			if (__atomic_load_n(&ino->open_err_logged, __ATOMIC_RELAXED))
-				__atomic_store_n(&ino->open_err_logged, false, __ATOMIC_RELAXED);
+			open_err_clear(ino);
 			return 0;
 		}
 		zr_fd_put(fs, ino);
@@ -343,8 +350,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 			       hfd == -ENOTSUP ? "" : strerror(-hfd), hfd == -ENOTSUP ? "" : ")");
 		return fd;
 	}
-	if (__atomic_load_n(&ino->open_err_logged, __ATOMIC_RELAXED))
-		__atomic_store_n(&ino->open_err_logged, false, __ATOMIC_RELAXED);
+	open_err_clear(ino);
 	if (lost_log(fs, ino, false))
 		zr_log(ZR_LOG_WARNING, "no name zramfs knows reached inode %llu in the backing directory (renamed behind its back, or a rename through the mount was under way): written back through its file handle",
 		       (unsigned long long)ino->key.ino);

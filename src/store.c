@@ -1065,6 +1065,7 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 	uint32_t bs = st->cfg.block_size;
 	const void *src = buf;
 	ssize_t n = -ENOSPC;
+	int rc;
 
 	memset(p, 0, sizeof(*p));
 	p->handle = ZR_ZPOOL_NO_HANDLE;
@@ -1094,7 +1095,10 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 		p->fl |= ZR_SLOT_RAW;
 		p->len = bs;
 	}
-	return pool_store(st, src, p->len, &p->handle);
+	rc = pool_store(st, src, p->len, &p->handle);
+	if (rc)
+		p->handle = ZR_ZPOOL_NO_HANDLE;	/* (holds nothing) */
+	return rc;
 }
 
 void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p)
