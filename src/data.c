@@ -1240,7 +1240,11 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
  * zr_data_truncate() - set the size of @ino to @size: the backing file is
  * truncated at once, blocks past the end are dropped and the tail of the
  * last block is zeroed. @fd may be -1 (taken from the cache).
- * @return 0 or -errno; with an error the file is as it was.
+ * @return 0 or -errno; with an error the file reads as it was, its size
+ * included (when the pool refused the last block, the backing file may
+ * hold that block's part before @size already: the file's data, within
+ * its size, as a writeback would have put there). A last block that is
+ * corrupt in the tier stays so (EIO), its bytes past @size too.
  */
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size)
 {

@@ -34,8 +34,8 @@ touch "$ZR_TMP/armed"
 t0=$(date +%s%N)
 echo "writeback all" >"$M/.zramfs/control" &
 wb=$!
-for _ in $(seq 100); do [ -e "$ZR_TMP/armed" ] || break; sleep 0.01; done
-[ ! -e "$ZR_TMP/armed" ] || fail "the writeback did not reach its ftruncate within 1 s"
+for _ in $(seq 500); do [ -e "$ZR_TMP/armed" ] || break; sleep 0.01; done
+[ ! -e "$ZR_TMP/armed" ] || fail "the writeback did not reach its ftruncate within 5 s"
 fallocate -l 1M "$M/f" || fail "fallocate failed"
 t1=$(date +%s%N)
 wait "$wb" || fail "writeback all failed"
