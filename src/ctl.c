@@ -277,10 +277,18 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 		return 0;
 	}
 	if (strncmp(cmd, "size=", 5) == 0) {
+		char warn[256];
+		int rc;
+
 		if (zr_parse_size(cmd + 5, zr_ram_bytes(), &v) || v < 1024 * 1024)
 			return -EINVAL;
 		__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
-		return zr_store_set_budget(fs->store, v);
+		rc = zr_store_set_budget(fs->store, v);
+		/* as at mount: taken, with a warning */
+		if (rc == 0 && zr_options_size_warning(fs->opt, zr_phys_ram_bytes(),
+						       zr_mem_limit(), warn, sizeof(warn)))
+			zr_log(ZR_LOG_WARNING, "control: warning: %s", warn);
+		return rc;
 	}
 	/* for the tests: the pool's allocations fail after N more succeed
 	 * (negative: never), only in a daemon started with ZRAMFS_FAULTS=1 */

@@ -87,6 +87,10 @@ fi
 
 say "other commands"
 for c in "writeback idle" "writeback raw" compact drop_clean; do zr_ctl "$c"; done
+zr_ctl size=100%
+[ "$(zr_stat budget)" -gt $((64 << 20)) ] || fail "budget is $(zr_stat budget) after size=100%"
+grep -q "control: warning: size= .* is more than half the .*OOM killer" "$ZR_LOG" ||
+	fail "size=100% through the control file gave no warning in the log: $(tail -2 "$ZR_LOG")"
 zr_ctl size=32M
 [ "$(zr_stat budget)" = $((32 << 20)) ] || fail "budget is $(zr_stat budget) after size=32M"
 [ "$(zr_config size)" = $((32 << 20)) ] || fail "config size is $(zr_config size) after size=32M"
