@@ -243,36 +243,38 @@ static bool all_zero(const char *p, size_t len)
 
 #define ZR_LOST_LOGS 8	/* files logged by backing_fd(), then only counted */
 
-/* Whether backing_fd() should log @ino: the first time for a file, and
- * for the first ZR_LOST_LOGS files of each kind (@removed or renamed; the
- * next one says why it stops). */
-static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
+/*
+ * Whether backing_fd() should log an event of a file: the first time for
+ * the file (*@logged, one of its zr_inode flags), and for the first
+ * ZR_LOST_LOGS files (*@count, a counter of zr_fs); the next one logs
+ * @more, why it stops.
+ */
+static bool log_capped(bool *logged, uint64_t *count, const char *more)
 {
 	uint64_t n;
 
-	if (__atomic_exchange_n(&ino->lost_logged, true, __ATOMIC_RELAXED))
+	if (__atomic_exchange_n(logged, true, __ATOMIC_RELAXED))
 		return false;
-	n = __atomic_fetch_add(&fs->lost_logs[removed], 1, __ATOMIC_RELAXED);
+	n = __atomic_fetch_add(count, 1, __ATOMIC_RELAXED);
 	if (n == ZR_LOST_LOGS)
-		zr_log(ZR_LOG_WARNING, "more files %s behind zramfs's back: counted in %s of .zramfs/stats, no longer logged",
-		       removed ? "removed" : "renamed",
-		       removed ? "removed_dropped" : "handle_opens");
+		zr_log(ZR_LOG_WARNING, "%s", more);
 	return n < ZR_LOST_LOGS;
 }
 
+/* Whether backing_fd() should log @ino, @removed or renamed behind our back. */
+static bool lost_log(struct zr_fs *fs, struct zr_inode *ino, bool removed)
+{
+	return log_capped(&ino->lost_logged, &fs->lost_logs[removed], removed ?
+			  "more files removed behind zramfs's back: counted in removed_dropped of .zramfs/stats, no longer logged" :
+			  "more files renamed behind zramfs's back: counted in handle_opens of .zramfs/stats, no longer logged");
+}
+
 /* Whether backing_fd() should log that @ino cannot be opened: once until
- * it opens again (writeback retries it), for the first ZR_LOST_LOGS times
- * (the next one says why it stops). */
+ * it opens again (writeback retries it; open_err_clear()). */
 static bool open_err_log(struct zr_fs *fs, struct zr_inode *ino)
 {
-	uint64_t n;
-
-	if (__atomic_exchange_n(&ino->open_err_logged, true, __ATOMIC_RELAXED))
-		return false;
-	n = __atomic_fetch_add(&fs->open_err_logs, 1, __ATOMIC_RELAXED);
-	if (n == ZR_LOST_LOGS)
-		zr_log(ZR_LOG_WARNING, "more files whose backing file cannot be opened to write their data back: counted in writeback_errors of .zramfs/stats, no longer logged");
-	return n < ZR_LOST_LOGS;
+	return log_capped(&ino->open_err_logged, &fs->open_err_logs,
+			  "more files whose backing file cannot be opened to write their data back: counted in writeback_errors of .zramfs/stats, no longer logged");
 }
 
 /* @ino's backing file opened: a later failure is logged again. */
@@ -967,8 +969,6 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 	if (!blk)
 		return -ENOMEM;
-	/* a reader that missed must not insert what it read before us */
-	__atomic_add_fetch(&ino->gen, 1, __ATOMIC_ACQ_REL);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED) &&
 			!__atomic_load_n(&ino->caps_kill_failed, __ATOMIC_RELAXED))) {

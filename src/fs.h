@@ -157,9 +157,9 @@ struct zr_inode {
 					 * once nothing else holds the file (ops.c:
 					 * gone_stat); freed with the inode */
 	uint64_t gen;			/* atomic: bumped under lock at the end of every
-					 * change of the data, failed ones included, and
-					 * by writes also at their start (a reader's clean
-					 * insert checks it: data.c) */
+					 * change of the data, failed ones included (a
+					 * reader's clean insert checks it under the lock
+					 * held exclusive: data.c) */
 	unsigned open_count;		/* open file (or directory) handles */
 	bool fd_pinned;			/* fd pinned because the last name went while open
 					 * (files, directories) or held by the kernel
