@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "zr_util.h"
@@ -58,6 +59,9 @@ static bool opt_json;  /* --json */
 static bool opt_bytes; /* --bytes */
 static bool opt_stats; /* --stats */
 static bool opt_lazy;  /* --lazy (umount) */
+/* --timeout: how long a mount may take to answer a read of stats or config, ms (0: no limit) */
+static int opt_timeout_ms = 10000;
+static bool opt_timeout_set; /* --timeout given */
 
 static void die_oom(void)
 {
@@ -94,28 +98,138 @@ static void kv_free(struct zr_kvlist *l)
 	l->n = 0;
 }
 
+/*
+ * Child side of read_file(): copy @path to @out.
+ * @return 0, or the errno of the failed call (an exit status: errnos fit).
+ */
+static int copy_file(const char *path, int out)
+{
+	char buf[8192];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf)), w;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : 0;
+		for (ssize_t off = 0; off < n; off += w) {
+			w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				w = 0;
+			else if (w < 0)
+				return errno;
+		}
+	}
+}
+
 /**
- * read_kv() - read "name value" lines of @path into @l (freed with kv_free()).
- * Blank lines are skipped; a line without a value gets "".
- * @return 0, or -errno when the file cannot be read.
+ * read_file() - the contents of @path, read by a child process so that a
+ * mount whose daemon does not answer (stopped, hung) cannot hang the tool:
+ * after opt_timeout_ms the child is killed and not waited for (when the
+ * daemon has already taken its request, the child stays until the daemon
+ * answers or dies).
+ * @return the length, with *@out set (NUL-terminated, free with free()),
+ *         -ETIMEDOUT, or -errno of the child's open or read.
+ */
+static ssize_t read_file(const char *path, char **out)
+{
+	uint64_t deadline = zr_now_ms() + (uint64_t)opt_timeout_ms;
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
+	ssize_t rc = 1;
+	int p[2], st;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid == 0)
+		_exit(copy_file(path, p[1]));
+	close(p[1]);
+	if (pid < 0) {
+		rc = -errno;
+		close(p[0]);
+		return rc;
+	}
+	while (rc > 0) {
+		int wait_ms = -1, n;
+		uint64_t now;
+
+		if (cap - len < 4096) {
+			cap = cap ? 2 * cap : 8192;
+			buf = xrealloc(buf, cap);
+		}
+		if (opt_timeout_ms > 0) {
+			now = zr_now_ms();
+			if (now >= deadline) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			wait_ms = (int)(deadline - now);
+		}
+		n = poll(&(struct pollfd){ .fd = p[0], .events = POLLIN }, 1, wait_ms);
+		if (n <= 0) {
+			if (n < 0 && errno != EINTR)
+				rc = -errno;
+			continue;	/* (0: the loop sees the deadline) */
+		}
+		rc = read(p[0], buf + len, cap - len - 1);
+		if (rc < 0 && errno == EINTR)
+			rc = 1;
+		else if (rc < 0)
+			rc = -errno;
+		else
+			len += (size_t)rc;
+	}
+	close(p[0]);
+	if (rc < 0) {		/* reap the child if it dies at once, never block */
+		kill(pid, SIGKILL);
+		for (int i = 0; i < 10 && waitpid(pid, &st, WNOHANG) == 0; i++)
+			usleep(10000);
+		free(buf);
+		return rc;
+	}
+	/* end of file: the child has exited or is exiting */
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			st = EIO << 8;	/* (reaped elsewhere: cannot tell) */
+			break;
+		}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		free(buf);
+		return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	return (ssize_t)len;
+}
+
+/**
+ * read_kv() - read "name value" lines of @path into @l (freed with kv_free()),
+ * through read_file(). Blank lines are skipped; a line without a value gets "".
+ * @return 0, -ETIMEDOUT, or -errno when the file cannot be read.
  */
 static int read_kv(const char *path, struct zr_kvlist *l)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	FILE *f = fopen(path, "re");
-	int rc = 0;
+	char *buf = NULL, *line, *next;
+	ssize_t len = read_file(path, &buf);
 
-	if (!f)
-		return -errno;
-	errno = 0;
-	while ((len = getline(&line, &cap, f)) >= 0) {
-		char *sp;
+	if (len < 0)
+		return (int)len;
+	for (line = buf; line < buf + len; line = next) {
+		char *end = memchr(line, '\n', (size_t)(buf + len - line)), *sp;
 
-		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (len == 0)
+		if (!end)
+			end = buf + len;
+		next = end + 1;
+		while (end > line && end[-1] == '\r')
+			end--;
+		*end = '\0';
+		if (end == line)
 			continue;
 		sp = strchr(line, ' ');
 		if (sp)
@@ -125,11 +239,8 @@ static int read_kv(const char *path, struct zr_kvlist *l)
 		l->v[l->n].value = xstrdup(sp ? sp : "");
 		l->n++;
 	}
-	if (ferror(f))
-		rc = errno ? -errno : -EIO;
-	free(line);
-	fclose(f);
-	return rc;
+	free(buf);
+	return 0;
 }
 
 /* The value of @name in @l, or NULL. */
@@ -228,38 +339,53 @@ static int read_mounts(bool all, struct zr_mount **out, bool **zr, size_t *n)
 	return 0;
 }
 
+/* Index of the last entry of @m (the visible one) mounted at @path, or SIZE_MAX. */
+static size_t last_at(const struct zr_mount *m, size_t n, const char *path)
+{
+	size_t found = SIZE_MAX;
+
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(m[i].mnt, path) == 0)
+			found = i;
+	return found;
+}
+
 /**
  * find_mount() - the zramfs mount whose mount point is @arg.
  * The last entry of the table at that path is the visible one; it must be
- * a zramfs mount. Prints the problem itself.
+ * a zramfs mount. An absolute @arg is looked up as written first, and
+ * resolved only when that fails: resolving stats the mount point, which
+ * hangs when the daemon does not answer. Prints the problem itself.
  * @return 0 with *@out filled (mnt and source only), or -1.
  */
 static int find_mount(const char *arg, struct zr_mount *out)
 {
-	char *canon = realpath(arg, NULL);
-	int rp_errno = canon ? 0 : errno;
+	size_t n, len = strlen(arg), found = SIZE_MAX;
+	char *path = xstrdup(arg), *canon;
 	struct zr_mount *m;
+	int rp_errno = 0;
 	bool *zr;
-	size_t n, found = SIZE_MAX;
 	int rc;
 
-	if (!canon) {
-		/* A dead FUSE mount fails stat(): still look it up as written. */
-		size_t len = strlen(arg);
-
-		canon = xstrdup(arg);
-		while (len > 1 && canon[len - 1] == '/')
-			canon[--len] = '\0';
-	}
 	rc = read_mounts(true, &m, &zr, &n);
 	if (rc < 0) {
 		fprintf(stderr, "zramfsctl: cannot read the mount table: %s\n", strerror(-rc));
-		free(canon);
+		free(path);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(m[i].mnt, canon) == 0)
-			found = i;
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+	if (path[0] == '/')
+		found = last_at(m, n, path);
+	if (found == SIZE_MAX) {
+		canon = realpath(arg, NULL);
+		if (canon) {
+			found = last_at(m, n, canon);
+			free(canon);
+		} else {
+			rp_errno = errno;
+		}
+	}
 	if (found != SIZE_MAX && zr[found]) {
 		out->mnt = m[found].mnt;
 		out->source = m[found].source;
@@ -274,7 +400,7 @@ static int find_mount(const char *arg, struct zr_mount *out)
 	}
 	mounts_free(m, n);
 	free(zr);
-	free(canon);
+	free(path);
 	return rc;
 }
 
@@ -321,6 +447,12 @@ static int load_mount(struct zr_mount *m, bool gone_ok)
 		if (rc == -ENOENT && gone_ok && !still_mounted(m->mnt)) {
 			free(p);
 			return -2;
+		}
+		if (rc == -ETIMEDOUT) {
+			fprintf(stderr, "zramfsctl: %s: no answer in %g s (is its daemon stopped or stuck?)\n",
+				m->mnt, opt_timeout_ms / 1000.0);
+			free(p);
+			return -1;
 		}
 		if (rc < 0) {
 			fprintf(stderr, "zramfsctl: cannot read %s: %s\n", p, strerror(-rc));
@@ -618,8 +750,8 @@ static bool valid_setting(const char *arg)
 
 static void usage(FILE *out)
 {
-	fputs("Usage: zramfsctl [--json] [--bytes] [MOUNTPOINT...]\n"
-	      "       zramfsctl --stats [--json] [--bytes] MOUNTPOINT\n"
+	fputs("Usage: zramfsctl [--json] [--bytes] [--timeout T] [MOUNTPOINT...]\n"
+	      "       zramfsctl --stats [--json] [--bytes] [--timeout T] MOUNTPOINT\n"
 	      "       zramfsctl writeback MOUNTPOINT [all|idle|raw]\n"
 	      "       zramfsctl drop-clean MOUNTPOINT\n"
 	      "       zramfsctl compact MOUNTPOINT\n"
@@ -633,6 +765,8 @@ static void usage(FILE *out)
 	      "  -l, --lazy      umount: detach at once, do not wait for the daemon\n"
 	      "  -j, --json      print a JSON list of objects (every stat and setting)\n"
 	      "  -b, --bytes     print sizes in bytes instead of 1.5G style\n"
+	      "  -t, --timeout T skip (and report) a mount that does not answer in T\n"
+	      "                  seconds, or e.g. 500ms (default 10; 0: wait for ever)\n"
 	      "  -h, --help      print this help and exit\n"
 	      "  -V, --version   print the version and exit\n"
 	      "\n"
@@ -655,8 +789,9 @@ static int run_command(int argc, char **args)
 	struct zr_mount m = { 0 };
 	int rc = EXIT_OK;
 
-	if (opt_json || opt_bytes || opt_stats) {
-		fprintf(stderr, "zramfsctl: %s takes no --json, --bytes or --stats\n", cmd);
+	if (opt_json || opt_bytes || opt_stats || opt_timeout_set) {
+		fprintf(stderr, "zramfsctl: %s takes no --json, --bytes, --stats or --timeout\n",
+			cmd);
 		return EXIT_USAGE;
 	}
 	if (argc < 2) {
@@ -831,15 +966,26 @@ int main(int argc, char **argv)
 		{ "bytes", no_argument, NULL, 'b' },
 		{ "stats", no_argument, NULL, 's' },
 		{ "lazy", no_argument, NULL, 'l' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const commands[] = { "writeback", "drop-clean", "compact", "set" };
+	uint64_t ms;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jbslhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jbslt:hV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 't':
+			if (zr_parse_duration_ms(optarg, &ms) != 0 || ms > INT_MAX) {
+				fprintf(stderr, "zramfsctl: bad timeout '%s' (seconds, or e.g. 500ms; 0 waits for ever)\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			opt_timeout_ms = (int)ms;
+			opt_timeout_set = true;
+			break;
 		case 'l': opt_lazy = true; break;
 		case 'j': opt_json = true; break;
 		case 'b': opt_bytes = true; break;
@@ -852,8 +998,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc && strcmp(argv[optind], "umount") == 0) {
-		if (opt_json || opt_bytes || opt_stats) {
-			fputs("zramfsctl: umount takes no --json, --bytes or --stats\n", stderr);
+		if (opt_json || opt_bytes || opt_stats || opt_timeout_set) {
+			fputs("zramfsctl: umount takes no --json, --bytes, --stats or --timeout\n",
+			      stderr);
 			return EXIT_USAGE;
 		}
 		if (optind + 2 != argc) {

@@ -131,6 +131,30 @@ cmd compact "$mnt";                   ctl_is "compact"
 cmd set "$mnt" size=2G;               ctl_is "size=2G"
 cmd set "$mnt" dirty_expire=10s;      ctl_is "dirty_expire=10s"
 
+# A mount that does not answer (here: its stats a FIFO with no writer, so
+# open() blocks as on a stopped daemon) is reported and skipped after
+# --timeout; the others are still listed.
+mkdir -p "$tmp/hung/.zramfs" && mkfifo "$tmp/hung/.zramfs/stats" || exit 99
+hung=$(cd "$tmp/hung" && pwd -P) || exit 99
+cp "$tmp/mountinfo" "$tmp/mountinfo.one"
+echo "41 22 0:45 / $hung rw,relatime shared:31 - fuse.zramfs /srv/hung rw" >>"$tmp/mountinfo"
+t0=$(date +%s%N)
+expect 1 "$ctl" --timeout 500ms
+t1=$(date +%s%N)
+has "$tmp/err" "$hung: no answer in 0.5 s"
+has "$tmp/out" "^$mnt "
+[ $(( (t1 - t0) / 1000000 )) -lt 5000 ] || fail "--timeout 500ms took $(( (t1 - t0) / 1000000 )) ms"
+expect 1 "$ctl" -t 0.2 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==1, d' "$tmp/out" ||
+	fail "JSON without the hung mount"
+expect 1 "$ctl" --timeout 1 --stats "$hung"
+has "$tmp/err" "$hung: no answer in 1 s"
+expect 2 "$ctl" --timeout soon
+has "$tmp/err" "bad timeout 'soon'"
+expect 2 "$ctl" --timeout 1 compact "$mnt"
+expect 2 "$ctl" --timeout 1 umount "$mnt"
+mv "$tmp/mountinfo.one" "$tmp/mountinfo"
+
 # Usage errors: 2.
 expect 2 "$ctl" --bogus
 expect 2 "$ctl" writeback

@@ -6,7 +6,8 @@
 # blocks that `writeback all` cleans, reads after drop_clean miss and then
 # hit; `size=` and `dirty_expire=` change the config live; an unknown
 # command fails with EINVAL; .zramfs is not listed by readdir.  zramfsctl
-# lists the mount and prints valid JSON.
+# lists the mount, prints valid JSON, and gives up (status 1, a message)
+# on the mount after --timeout while its daemon is stopped.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "reads the daemon's statistics"
@@ -112,6 +113,20 @@ if [ -x "$ZRAMFSCTL" ]; then
 	if command -v python3 >/dev/null; then
 		python3 -m json.tool "$ZR_TMP/json" >/dev/null || fail "zramfsctl --json is not valid JSON"
 		"$ZRAMFSCTL" --json | python3 -m json.tool >/dev/null || fail "zramfsctl --json (all) is not valid JSON"
+	fi
+	if zr_real; then
+		say "zramfsctl gives up on a daemon that does not answer"
+		kill -STOP "$ZR_PID"
+		t0=$(date +%s%N) rc=0
+		timeout 60 "$ZRAMFSCTL" --timeout 1 "$M" >"$ZR_TMP/ctl" 2>"$ZR_TMP/ctl.err" || rc=$?
+		t1=$(date +%s%N)
+		kill -CONT "$ZR_PID"
+		[ "$rc" = 1 ] || fail "zramfsctl on a stopped daemon: exit $rc, want 1"
+		grep -qF "$M: no answer in 1 s" "$ZR_TMP/ctl.err" ||
+			fail "zramfsctl on a stopped daemon said: $(cat "$ZR_TMP/ctl.err")"
+		[ $(( (t1 - t0) / 1000000 )) -lt 10000 ] ||
+			fail "zramfsctl --timeout 1 took $(( (t1 - t0) / 1000000 )) ms"
+		"$ZRAMFSCTL" "$M" >"$ZR_TMP/ctl" || fail "zramfsctl fails once the daemon goes on"
 	fi
 else
 	say "zramfsctl not built: not checked"
