@@ -114,8 +114,13 @@ static int copy_file(const char *path, int out)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return n < 0 ? errno : 0;
+		if (n <= 0) {
+			int err = n < 0 ? errno : 0;
+
+			if (close(fd) < 0 && !err)
+				err = errno;
+			return err;
+		}
 		for (ssize_t off = 0; off < n; off += w) {
 			w = write(out, buf + off, (size_t)(n - off));
 			if (w < 0 && errno == EINTR)
@@ -147,8 +152,15 @@ static ssize_t read_file(const char *path, char **out)
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	pid = fork();
-	if (pid == 0)
+	if (pid == 0) {
+		/* A child stuck in the daemon must not hold our caller's pipes
+		 * (as in $(zramfsctl)) open after we exit. */
+		int null = open("/dev/null", O_RDWR);
+
+		for (int i = 0; i < 3 && null >= 0; i++)
+			dup2(null, i);
 		_exit(copy_file(path, p[1]));
+	}
 	close(p[1]);
 	if (pid < 0) {
 		rc = -errno;
@@ -861,9 +873,12 @@ static int do_umount(const char *arg, bool lazy)
 	if (find_mount(arg, &m) < 0)
 		return EXIT_ERR;
 	path = ctl_path(m.mnt, "stats");
+	opt_timeout_ms = 0;	/* as long as the commands below may wait */
 	if (read_kv(path, &stats) == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-	/* (no pid: an older daemon, or a dead mount; not waited for) */
+	if (pidfd < 0 && !lazy)	/* (an older daemon gives no pid; a dead mount) */
+		fprintf(stderr, "zramfsctl: %s: the daemon's pid is not known: not waiting for it to exit\n",
+			m.mnt);
 	free(path);
 	kv_free(&stats);
 	if (!lazy) {
@@ -973,17 +988,26 @@ int main(int argc, char **argv)
 	};
 	static const char *const commands[] = { "writeback", "drop-clean", "compact", "set" };
 	uint64_t ms;
-	int c;
+	int c, status;
+
+	/* read_file() waits for its children: they must not be reaped for us */
+	signal(SIGCHLD, SIG_DFL);
 
 	while ((c = getopt_long(argc, argv, "jbslt:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
-			if (zr_parse_duration_ms(optarg, &ms) != 0 || ms > INT_MAX) {
+			if (zr_parse_duration_ms(optarg, &ms) != 0) {
 				fprintf(stderr, "zramfsctl: bad timeout '%s' (seconds, or e.g. 500ms; 0 waits for ever)\n",
 					optarg);
 				return EXIT_USAGE;
 			}
-			opt_timeout_ms = (int)ms;
+			if (ms > INT_MAX) {
+				fprintf(stderr, "zramfsctl: timeout '%s' too long (at most %d s)\n",
+					optarg, INT_MAX / 1000);
+				return EXIT_USAGE;
+			}
+			/* (under 1 ms is not "for ever") */
+			opt_timeout_ms = ms == 0 && strtold(optarg, NULL) != 0 ? 1 : (int)ms;
 			opt_timeout_set = true;
 			break;
 		case 'l': opt_lazy = true; break;
@@ -1017,5 +1041,10 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < ZR_ARRAY_SIZE(commands); i++)
 			if (strcmp(argv[optind], commands[i]) == 0)
 				return run_command(argc - optind, argv + optind);
-	return run_show(argc - optind, argv + optind);
+	status = run_show(argc - optind, argv + optind);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "zramfsctl: cannot write the output: %s\n", strerror(errno));
+		return EXIT_ERR;
+	}
+	return status;
 }

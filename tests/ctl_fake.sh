@@ -149,11 +149,24 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==1, d
 	fail "JSON without the hung mount"
 expect 1 "$ctl" --timeout 1 --stats "$hung"
 has "$tmp/err" "$hung: no answer in 1 s"
+timeout 20 "$ctl" -t 0.4ms "$hung" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] || fail "-t 0.4ms: not exit 1 (0.4 ms is not 'no limit')"
 expect 2 "$ctl" --timeout soon
 has "$tmp/err" "bad timeout 'soon'"
+expect 2 "$ctl" --timeout 600h
+has "$tmp/err" "too long"
 expect 2 "$ctl" --timeout 1 compact "$mnt"
 expect 2 "$ctl" --timeout 1 umount "$mnt"
 mv "$tmp/mountinfo.one" "$tmp/mountinfo"
+
+# Children are waited for even when SIGCHLD comes ignored; output errors count.
+expect 0 python3 -c 'import os, signal, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])' "$ctl" --stats "$mnt"
+has "$tmp/out" '^hits  *1000$'
+"$ctl" >/dev/full 2>"$tmp/err"
+[ $? -eq 1 ] || fail "a listing to /dev/full does not exit 1"
+has "$tmp/err" "cannot write the output"
 
 # Usage errors: 2.
 expect 2 "$ctl" --bogus
