@@ -1413,23 +1413,55 @@ void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /*
  * Zero [off, off+len) of @ino in the store and the backing file (punch).
  * The file's I/O mutex is held throughout, so that no writeback of an
- * older block lands after the hole is made. When the backing filesystem
- * cannot punch holes, the range becomes dirty zero blocks instead (they cost
- * no pool memory) and is zeroed on disk at writeback. Caller holds
- * ino->lock exclusive.
+ * older block lands after the hole is made. The blocks the hole cuts into
+ * (at most two: the edges) are zeroed in part and made ready in the pool
+ * before anything changes, so that a pool that cannot take them leaves the
+ * file as it was (-ENOSPC). When the backing filesystem cannot punch
+ * holes, the range becomes dirty zero blocks instead (they cost no pool
+ * memory) and is zeroed on disk at writeback. Caller holds ino->lock
+ * exclusive.
+ * @return 0 or -errno; the file is unchanged after an error, but for the
+ * map nodes that fail to allocate in a backing filesystem without holes
+ * (then what was zeroed before stays so).
  */
 static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		       uint64_t off, uint64_t len)
 {
-	uint64_t bs = fs->bs, end = off + len, size = load_size(ino);
+	uint64_t bs = fs->bs, size = load_size(ino);
+	uint64_t end = ZR_MIN(off + len, size);	/* nothing to zero past the end */
+	uint64_t first = (off + bs - 1) / bs, last = end / bs;	/* whole blocks */
+	struct zr_prepared edge[2] = { 0 };	/* (hold nothing) */
+	uint64_t eidx[2] = { off / bs, end > 0 ? (end - 1) / bs : 0 };
+	bool want[2] = { false, false }, cached[2] = { false, false }, punched;
 	char *blk = scratch_block();
-	bool punched;
 	int rc = 0;
 
 	if (!blk)
 		return -ENOMEM;
+	if (ino->blocks && off < end) {
+		want[0] = off % bs != 0 || (eidx[0] == eidx[1] && end % bs != 0);
+		want[1] = end % bs != 0 && eidx[1] != eidx[0];
+		if (first > last)	/* the range is inside one block */
+			first = last = 0;
+	} else {
+		first = last = 0;
+	}
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
+	/* the edges the tier holds (the backing punch zeroes the others) */
+	for (int i = 0; i < 2; i++) {
+		uint64_t bstart = eidx[i] * bs;
+
+		if (!want[i] || zr_file_read(ino->blocks, eidx[i], blk) != 1)
+			continue;
+		cached[i] = true;
+		memset(blk + (ZR_MAX(off, bstart) - bstart), 0,
+		       (size_t)(ZR_MIN(end, bstart + bs) - ZR_MAX(off, bstart)));
+		if (zr_file_prepare(ino->blocks, blk, &edge[i]) != 0) {
+			rc = -ENOSPC;
+			goto out;
+		}
+	}
 	punched = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			    (off_t)off, (off_t)len) == 0;
 	if (!punched && errno != EOPNOTSUPP) {
@@ -1440,29 +1472,39 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		rc = punched ? 0 : -EOPNOTSUPP;
 		goto out;
 	}
-	end = ZR_MIN(end, size);	/* nothing to zero past the end */
-	for (uint64_t idx = off / bs; off < end && idx <= (end - 1) / bs; idx++) {
-		uint64_t bstart = idx * bs;
-		uint64_t zs = ZR_MAX(off, bstart) - bstart;
-		uint64_t ze = ZR_MIN(end, bstart + bs) - bstart;
+	if (!punched) {
+		/* no holes: the edges the tier does not hold are read in */
+		for (int i = 0; i < 2; i++) {
+			uint64_t bstart = eidx[i] * bs;
 
-		if (zs == 0 && ze == bs) {	/* a whole block */
-			if (punched) {
-				zr_file_drop(ino->blocks, idx, 1);
+			if (!want[i] || cached[i])
 				continue;
-			}
-			memset(blk, 0, bs);
-		} else if (zr_file_read(ino->blocks, idx, blk) != 1) {
-			if (punched)
-				continue;	/* not cached: the backing punch did it */
-			rc = load_block(fs, ino, fd, idx, blk, true, false);
+			rc = load_block(fs, ino, fd, eidx[i], blk, true, false);
 			if (rc)
-				break;
+				goto out;
+			memset(blk + (ZR_MAX(off, bstart) - bstart), 0,
+			       (size_t)(ZR_MIN(end, bstart + bs) - ZR_MAX(off, bstart)));
+			if (zr_file_prepare(ino->blocks, blk, &edge[i]) != 0) {
+				rc = -ENOSPC;
+				goto out;
+			}
 		}
-		memset(blk + zs, 0, (size_t)(ze - zs));
-		rc = zr_file_write(ino->blocks, idx, blk, ZR_WRITE_DIRTY);
-		if (rc)
-			break;
+		memset(blk, 0, bs);
+		for (uint64_t idx = first; idx < last && rc == 0; idx++)
+			rc = zr_file_write(ino->blocks, idx, blk, ZR_WRITE_DIRTY);
+		for (int i = 0; i < 2 && rc == 0; i++)
+			if (want[i])
+				rc = zr_file_install(ino->blocks, eidx[i], &edge[i],
+						     ZR_WRITE_DIRTY);
+	} else {
+		if (last > first)
+			zr_file_drop(ino->blocks, first, last - first);
+		/* (an install only allocates when the block left the tier
+		 * meanwhile: clean, then, and zeroed on disk by the punch) */
+		for (int i = 0; i < 2; i++)
+			if (cached[i])
+				(void)zr_file_install(ino->blocks, eidx[i], &edge[i],
+						      ZR_WRITE_DIRTY);
 	}
 	if (rc == 0 && punched && end > off) {
 		/* whole dirty blocks past the backing file's end were the
@@ -1476,8 +1518,11 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			rc = -errno;
 	}
 out:
-	if (ino->blocks)
+	if (ino->blocks) {
+		for (int i = 0; i < 2; i++)
+			zr_file_unprepare(ino->blocks, &edge[i]);	/* (not installed) */
 		zr_file_io_unlock(ino->blocks);
+	}
 	return rc;
 }
 

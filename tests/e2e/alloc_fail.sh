@@ -8,8 +8,11 @@
 # that too (full), the truncate fails and changes nothing: the size, every
 # byte, and the backing file (it used to be cut first: a failed truncate
 # left zeros in the file and a backing file of neither size). A grow needs
-# no allocation. Each case is checked through the mount and, after the
-# unmount, in the backing directory.
+# no allocation. A punch hole whose edge blocks the pool refuses fails
+# with ENOSPC and changes nothing, in RAM or on disk (it used to punch the
+# backing file first: clean blocks in RAM kept the old data, and read as
+# zeros once dropped). Each case is checked through the mount and, after
+# the unmount, in the backing directory.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the fault hook is the daemon's"
@@ -43,6 +46,25 @@ zr_drop_kcache
 { head -c 70000 "$ZR_TMP/src"; head -c 30000 /dev/zero; } >"$ZR_TMP/a.want"
 cmp "$ZR_TMP/a.want" "$M/a" || fail "a after the shrink and the grow is not the data with zeros past 70000"
 
+say "the pool refuses the edges of a hole: the punch fails, nothing changes"
+cp "$ZR_TMP/src" "$M/d"
+sync "$M/d"	# written back, clean copies in RAM: the old code punched the disk under them
+[ "$(stat -c %s "$B/d")" = 200000 ] || fail "d is not in the backing file after its fsync"
+zr_drop_kcache
+ctl "fail_alloc=0"
+fallocate -p -o 30000 -l 100000 "$M/d" 2>"$ZR_TMP/err" && fail "a punch succeeded while the pool refuses its edge blocks"
+grep -q "No space left on device" "$ZR_TMP/err" || fail "the punch failed with: $(cat "$ZR_TMP/err")"
+ctl "fail_alloc=-1"
+zr_drop_kcache
+cmp "$ZR_TMP/src" "$M/d" || fail "d changed in a punch that failed"
+ctl "drop_clean"
+zr_drop_kcache
+cmp "$ZR_TMP/src" "$M/d" || fail "d read from the disk differs after a punch that failed"
+fallocate -p -o 30000 -l 100000 "$M/d" || fail "a punch failed with room in the pool"
+{ head -c 30000 "$ZR_TMP/src"; head -c 100000 /dev/zero; tail -c +130001 "$ZR_TMP/src"; } >"$ZR_TMP/d.want"
+zr_drop_kcache
+cmp "$ZR_TMP/d.want" "$M/d" || fail "d after the punch is not the data with a hole at 30000+100000"
+
 say "the pool and the backing filesystem refuse: the truncate fails, nothing changes"
 head -c 8m /dev/zero >"$B/filler" 2>/dev/null || true	# fills the tmpfs (ENOSPC)
 ctl "fail_alloc=0"
@@ -63,6 +85,7 @@ zr_umount
 cmp "$ZR_TMP/a.want" "$B/a" || fail "backing a is not the data with zeros past 70000"
 cmp "$ZR_TMP/src" "$B/b" || fail "backing b is not the data written"
 cmp "$ZR_TMP/c.want" "$B/c" || fail "backing c is not the data with zeros past 100000"
+cmp "$ZR_TMP/d.want" "$B/d" || fail "backing d is not the data with its hole"
 
 say "without ZRAMFS_FAULTS the hook is refused"
 zr_mount "" "$B" "$M"
