@@ -1410,6 +1410,14 @@ void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, -rc);
 }
 
+/* Zero the part of @blk (the block at @bstart, @bs bytes) that [@off, @end) covers. */
+static void zero_part(char *blk, uint64_t bstart, uint64_t bs, uint64_t off, uint64_t end)
+{
+	uint64_t zs = ZR_MAX(off, bstart), ze = ZR_MIN(end, bstart + bs);
+
+	memset(blk + (zs - bstart), 0, (size_t)(ze - zs));
+}
+
 /*
  * Zero [off, off+len) of @ino in the store and the backing file (punch).
  * The file's I/O mutex is held throughout, so that no writeback of an
@@ -1455,8 +1463,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		if (!want[i] || zr_file_read(ino->blocks, eidx[i], blk) != 1)
 			continue;
 		cached[i] = true;
-		memset(blk + (ZR_MAX(off, bstart) - bstart), 0,
-		       (size_t)(ZR_MIN(end, bstart + bs) - ZR_MAX(off, bstart)));
+		zero_part(blk, bstart, bs, off, end);
 		if (zr_file_prepare(ino->blocks, blk, &edge[i]) != 0) {
 			rc = -ENOSPC;
 			goto out;
@@ -1482,8 +1489,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			rc = load_block(fs, ino, fd, eidx[i], blk, true, false);
 			if (rc)
 				goto out;
-			memset(blk + (ZR_MAX(off, bstart) - bstart), 0,
-			       (size_t)(ZR_MIN(end, bstart + bs) - ZR_MAX(off, bstart)));
+			zero_part(blk, bstart, bs, off, end);
 			if (zr_file_prepare(ino->blocks, blk, &edge[i]) != 0) {
 				rc = -ENOSPC;
 				goto out;
