@@ -244,22 +244,34 @@ uint64_t zr_ram_bytes(void)
 	return ram ? ZR_MIN(ram, zr_mem_limit()) : 0;
 }
 
-/* Parse a non-negative decimal with an optional fraction; end in *end. */
+/*
+ * Parse a non-negative decimal with an optional fraction ("12", "1.5",
+ * ".5"), nothing else: no sign, blanks, exponent or hex, all of which
+ * strtold() would take ("0x10" is not sixteen here); end in *end.
+ * @return 0, -EINVAL (no digits) or -ERANGE.
+ */
 static int parse_decimal(const char *s, long double *val, const char **end)
 {
+	const char *p = s;
+	size_t digits = 0;
 	char *e;
 	long double v;
 
-	while (isspace((unsigned char)*s))
-		s++;
-	if (!isdigit((unsigned char)*s) && *s != '.')
+	for (; isdigit((unsigned char)*p); p++)
+		digits++;
+	if (*p == '.')
+		for (p++; isdigit((unsigned char)*p); p++)
+			digits++;
+	if (digits == 0)
 		return -EINVAL;
 	errno = 0;
 	v = strtold(s, &e);
-	if (e == s || errno == ERANGE || v < 0)
-		return errno == ERANGE ? -ERANGE : -EINVAL;
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (e != p)	/* (strtold reads what the scan did, and no more) */
+		return -EINVAL;
 	*val = v;
-	*end = e;
+	*end = p;
 	return 0;
 }
 

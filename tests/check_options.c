@@ -341,6 +341,22 @@ START_TEST(test_parse_size)
 	ck_assert_int_eq(zr_parse_duration_ms("30", &v), 0);
 	ck_assert_uint_eq(v, 30000);
 	ck_assert_int_eq(zr_parse_duration_ms("7 days", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms(".5", &v), 0);
+	ck_assert_uint_eq(v, 500);
+	ck_assert_int_eq(zr_parse_duration_ms("1.5m", &v), 0);
+	ck_assert_uint_eq(v, 90000);
+	/* plain decimals only: what strtold() would also take is refused */
+	ck_assert_int_eq(zr_parse_duration_ms("0x10", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms("1e3", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms(" 5", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms("+5", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms(".", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_duration_ms("1..5", &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("0x10k", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("1e3", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("infk", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("5.k", 0, &v), 0);
+	ck_assert_uint_eq(v, 5120);
 }
 END_TEST
 
