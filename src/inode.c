@@ -163,6 +163,9 @@ void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd)
 
 static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 
+/* how long an open by handle that says ENOMEM is tried again, 1 ms apart */
+#define ZR_HANDLE_BUSY_MS 50
+
 /**
  * zr_fd_get_by_handle() - like zr_fd_get(), for when no name of @ino
  * reaches its backing file any more: the fd is opened through the file's
@@ -180,7 +183,22 @@ int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone)
 	*gone = false;
 	if (!h)
 		return -ENOTSUP;
-	fd = open_by_handle_at(fs->root_fd, h, O_RDWR | O_CLOEXEC);
+	/*
+	 * ENOMEM is what ext4 (ext4_iget(), iget_locked()) says while a new
+	 * file is being created with the inode number of ours, which was
+	 * freed: the number is reused at once, by anyone on that filesystem.
+	 * It is over in microseconds, and the handle is then stale (the
+	 * generation differs). Asked again for up to ZR_HANDLE_BUSY_MS, so
+	 * that a removed file is not taken for one we cannot reach for now
+	 * (kept dirty, the final writeback retried); a real shortage of
+	 * memory still fails, later.
+	 */
+	for (int tries = 0;; tries++) {
+		fd = open_by_handle_at(fs->root_fd, h, O_RDWR | O_CLOEXEC);
+		if (fd >= 0 || errno != ENOMEM || tries >= ZR_HANDLE_BUSY_MS)
+			break;
+		usleep(1000);
+	}
 	if (fd < 0) {
 		*gone = errno == ESTALE;
 		return *gone ? -ENOENT : -errno;

@@ -12,12 +12,16 @@
  * the first ftruncate(2) of that file while armed disarms (removes the
  * ZR_FAULT_ARMED file) and then sleeps N ms before it is done: a window in
  * which another request may run (races). Without the variables, or while
- * disarmed, the calls are passed through untouched. (Built without _FILE_OFFSET_BITS=64, which would make
+ * disarmed, the calls are passed through untouched. With
+ * ZR_FAULT_HANDLE_ENOMEM=N, the first N open_by_handle_at(2) calls made
+ * while armed fail with ENOMEM, as ext4 fails them while a new file is
+ * being created with the inode number of the handle's freed file. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -161,4 +165,25 @@ int ftruncate(int fd, off_t len)
 int ftruncate64(int fd, off64_t len)
 {
 	return delayed_ftruncate("ftruncate64", fd, len);
+}
+
+typedef int (*open_by_handle_fn)(int, struct file_handle *, int);
+
+int open_by_handle_at(int mount_fd, struct file_handle *h, int flags)
+{
+	open_by_handle_fn real = (open_by_handle_fn)dlsym(RTLD_NEXT, "open_by_handle_at");
+	const char *n_s = getenv("ZR_FAULT_HANDLE_ENOMEM");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	static long failed;	/* calls failed so far (any thread) */
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (n_s && armed && access(armed, F_OK) == 0 &&
+	    __atomic_fetch_add(&failed, 1, __ATOMIC_RELAXED) < atol(n_s)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return real(mount_fd, h, flags);
 }
