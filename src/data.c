@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "zr_policy.h"	/* ZR_SLOT_RAW of a prepared block */
 #include "zr_util.h"
 
 static pthread_key_t blk_key;
@@ -1085,19 +1086,25 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		}
 		if (rc) {
 			uint64_t was = fsize;
-			bool raw = false;
+			struct zr_prepared p;
 
+			/* compressed and in the pool before the size grows: a
+			 * refusal (the usual failure) leaves the file as it
+			 * was, under either lock */
 			rc = zr_store_make_room(fs->store, bs);
+			if (rc == 0)
+				rc = zr_file_prepare(ino->blocks, src, &p);
 			if (rc == 0) {
-				/* the size first: a writeback that found a dirty
-				 * block past it would take it for truncated and
-				 * call it written */
+				/* the size before the block: a writeback that
+				 * found a dirty block past it would take it for
+				 * truncated and call it written */
 				if (pos + n > fsize)
 					was = grow_size(ino, pos + n);
-				rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_DIRTY, &raw);
-				/* not stored: the file does not grow. Only with
-				 * the lock exclusive: a writer holding it shared
-				 * may have grown the size to the same end */
+				rc = zr_file_install(ino->blocks, idx, &p, ZR_WRITE_DIRTY);
+				/* not installed (no memory for the block map):
+				 * the file does not grow. Only with the lock
+				 * exclusive: a writer holding it shared may have
+				 * grown the size to the same end */
 				if (rc && excl && was < pos + n) {
 					uint64_t ours = pos + n;
 
@@ -1106,9 +1113,10 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				}
 			}
 			/* a partial block, padded with old data or zeros, says
-			 * nothing about the file's data */
+			 * nothing about the file's data (p.fl outlives the
+			 * install) */
 			if (rc == 0 && boff == 0 && n == bs)
-				note_raw(ino, raw);
+				note_raw(ino, p.fl & ZR_SLOT_RAW);
 			if (rc) {
 				if (rc == -ENOMEM)
 					rc = -ENOSPC;
