@@ -187,6 +187,7 @@ static char *render_config(struct zr_fs *fs)
 		fprintf(f, "cpu_latency %d\n", o->cpu_latency);
 	fprintf(f, "busy_poll %u\n", o->busy_poll);
 	fprintf(f, "default_permissions %d\n", o->default_permissions);
+	fprintf(f, "xattr %s\n", o->no_xattr ? "off" : "on");
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

@@ -54,7 +54,7 @@ struct zr_options {
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
 	char *low_wm_str, *max_fds_str, *read_ahead_str, *max_read_str, *cpu_latency_str;
-	char *busy_poll_str;
+	char *busy_poll_str, *xattr_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
@@ -64,6 +64,7 @@ struct zr_options {
 	uint32_t max_read;		/* largest READ the kernel sends, bytes */
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
+	bool no_xattr;			/* xattr=off: xattr requests answered ENOSYS */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, allow_root, default_permissions, no_default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */

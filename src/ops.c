@@ -1702,6 +1702,20 @@ static bool at_own_fd(const struct zr_at *at, const struct zr_inode *ino)
 	return !at->name[0] && (S_ISREG(ino->type) || S_ISDIR(ino->type));
 }
 
+/*
+ * xattr=off: ENOSYS, after which the kernel sends no request of that kind
+ * again on this mount and fails the calls with EOPNOTSUPP itself (the
+ * security.capability it asks before a file's first write and at every
+ * chown included). @return whether @req was answered so.
+ */
+static bool no_xattr(fuse_req_t req)
+{
+	if (!zr_fs_of(req)->opt->no_xattr)
+		return false;
+	fuse_reply_err(req, ENOSYS);
+	return true;
+}
+
 static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   const char *value, size_t size, int flags)
 {
@@ -1712,6 +1726,8 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	bool follow;
 	int rc;
 
+	if (no_xattr(req))
+		return;
 	if (zr_is_ctl(ino)) {
 		fuse_reply_err(req, ENOTSUP);
 		return;
@@ -1822,6 +1838,8 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 
+	if (no_xattr(req))
+		return;
 	/* the kernel asks before the first write to a file and at every
 	 * chown, twice a file in an untar: answer without a syscall */
 	if (zr_is_ctl(ino) ||
@@ -1833,6 +1851,8 @@ static void zr_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void zr_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	if (no_xattr(req))
+		return;
 	if (!zr_is_ctl(ino))
 		xattr_read(req, ino, NULL, size);
 	else if (size == 0)
@@ -1850,6 +1870,8 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	bool follow;
 	int rc;
 
+	if (no_xattr(req))
+		return;
 	if (zr_is_ctl(ino)) {
 		fuse_reply_err(req, ENODATA);
 		return;
