@@ -31,7 +31,7 @@ tsv_header "$OUT/dd_data.tsv" bytes lz4_ratio zstd3_ratio
 tsv_row "$OUT/dd_data.tsv" "$TOTAL" "$R_LZ4" "$R_ZSTD"
 
 tsv_header "$OUT/dd_sweep.tsv" system bs bytes write_MBps read_MBps mem_bytes tier_bytes
-printf '   %-12s %8s %10s %10s %10s %12s\n' system bs bytes write read mem
+printf '   %-14s %8s %10s %10s %10s %12s\n' system bs bytes write read mem
 for sys in $(systems_list); do
 	for bs in $BSS; do
 		bytes=$TOTAL
@@ -66,7 +66,7 @@ for sys in $(systems_list); do
 		r=$(median_of "${R[@]}")
 		m=$(median_of "${M[@]}")
 		t=$(median_of "${T[@]}")
-		printf '   %-12s %8s %10s %10s %10s %12s\n' "$sys" "$bs" "$bytes" "$w" "$r" "$m"
+		printf '   %-14s %8s %10s %10s %10s %12s\n' "$sys" "$bs" "$bytes" "$w" "$r" "$m"
 		tsv_row "$OUT/dd_sweep.tsv" "$sys" "$bs" "$bytes" "$w" "$r" "$m" "$t"
 	done
 done

@@ -13,7 +13,8 @@
 # default /var/tmp on the root filesystem), zram (kernel zram0, lz4, ext4), zramfs (defaults),
 # zramfs-none (cache=none: FUSE alone), zramfs-zstd (comp=zstd),
 # zramfs-16k (block_size=16k), zramfs-noseq (seq_cutoff=0: long sequential
-# streams stay in the tier instead of bypassing it).  `zram` is skipped with a note when
+# streams stay in the tier instead of bypassing it), zramfs-noxattr (xattr=off:
+# the kernel stops asking for security.capability).  `zram` is skipped with a note when
 # /sys/block/zram0 is missing or already in use.
 #
 # Environment: ZRAMFS (the daemon; default: the build tree's src/zramfs
@@ -89,7 +90,7 @@ EOF
 bench_init() {
 	local def_systems=$1 full_to=$2 quick_to=$3
 	shift 3
-	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k,zramfs-noseq"
+	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k,zramfs-noseq,zramfs-noxattr"
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--quick) QUICK=1 ;;
@@ -228,6 +229,7 @@ zramfs_opts() {
 	zramfs-zstd) o=comp=zstd ;;
 	zramfs-16k) o=block_size=16k ;;
 	zramfs-noseq) o=seq_cutoff=0 ;;
+	zramfs-noxattr) o=xattr=off ;;
 	*) die "unknown zramfs system '$1'" ;;
 	esac
 	[ -n "${ZRAMFS_OPTS:-}" ] && o=${o:+$o,}$ZRAMFS_OPTS

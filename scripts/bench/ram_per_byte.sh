@@ -54,7 +54,7 @@ echo "   tree: $TREE_DESC"
 echo "$TREE_DESC" >"$OUT/ram_per_byte.tree"
 
 tsv_header "$OUT/ram_per_byte.tsv" system apparent_bytes files mem_bytes tier_bytes ram_per_byte
-printf '   %-12s %12s %8s %12s %12s %6s\n' system apparent files mem tier ratio
+printf '   %-14s %12s %8s %12s %12s %6s\n' system apparent files mem tier ratio
 for sys in $(systems_list); do
 	M=() T=() A=() F=()
 	for run in $(seq "$RUNS"); do
@@ -77,6 +77,6 @@ for sys in $(systems_list); do
 	done
 	a=$(median_of "${A[@]}") f=$(median_of "${F[@]}") m=$(median_of "${M[@]}") t=$(median_of "${T[@]}")
 	r=$(awk -v m="$m" -v a="$a" 'BEGIN { printf "%.3f", m / a }')
-	printf '   %-12s %12s %8s %12s %12s %6s\n' "$sys" "$a" "$f" "$m" "$t" "$r"
+	printf '   %-14s %12s %8s %12s %12s %6s\n' "$sys" "$a" "$f" "$m" "$t" "$r"
 	tsv_row "$OUT/ram_per_byte.tsv" "$sys" "$a" "$f" "$m" "$t" "$r"
 done

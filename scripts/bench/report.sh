@@ -72,7 +72,8 @@ disk=$(awk -F': ' '$1 == "disk dir" { print $2; exit }' "$out/machine.txt" 2>/de
 echo "Systems: **tmpfs**; **plain**, a directory in ${disk:-/var/tmp on the root ext4} (zramfs's backing directories are there too);"
 echo "**zram**, kernel zram0 with lz4 and ext4; **zramfs** with its defaults"
 echo "(lz4, 64 KiB blocks, writeback); **zramfs-none**, \`cache=none\` (FUSE"
-echo "alone); **zramfs-zstd** (\`comp=zstd\`) and **zramfs-16k** (\`block_size=16k\`)."
+echo "alone); **zramfs-zstd** (\`comp=zstd\`), **zramfs-16k** (\`block_size=16k\`)"
+echo "and **zramfs-noxattr** (\`xattr=off\`)."
 echo "Each figure is the median of the runs given in the machine block's run"
 echo "line; \"×zram\" and \"×plain\" are ratios to those systems in the same run."
 echo

@@ -13,10 +13,11 @@
 # only (default "zram,zramfs", the pair the target compares; the 10k rows
 # of the others scale linearly: in the 04:23 UTC run of 2026-11-30 each of
 # their 100k figures was 9-10x the 10k one), to keep the suite under 30
-# minutes.  Output: small_files.tsv.
+# minutes.  zramfs-noxattr (-o xattr=off) shows what the two GETXATTR
+# round trips of each file cost.  Output: small_files.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,plain,zram,zramfs,zramfs-none" 900 40 "$@"
+bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-noxattr" 900 40 "$@"
 
 if [ "$QUICK" = 1 ]; then COUNTS="2000"; else COUNTS=${SF_COUNTS:-10000 100000}; fi
 
@@ -40,7 +41,7 @@ for c in $COUNTS; do
 done
 
 tsv_header "$OUT/small_files.tsv" system files untar_secs tar_cold_secs rm_secs
-printf '   %-12s %7s %8s %8s %8s\n' system files untar tar_c rm
+printf '   %-14s %7s %8s %8s %8s\n' system files untar tar_c rm
 for sys in $(systems_list); do
 	for c in $COUNTS; do
 		if [ "$c" -gt 10000 ] && [[ ",${SF_BIG:-zram,zramfs}," != *",$sys,"* ]]; then
@@ -66,7 +67,7 @@ for sys in $(systems_list); do
 			umount_system "$mnt"
 		done
 		u=$(median_of "${U[@]}") tc=$(median_of "${C[@]}") r=$(median_of "${R[@]}")
-		printf '   %-12s %7s %8s %8s %8s\n' "$sys" "$c" "$u" "$tc" "$r"
+		printf '   %-14s %7s %8s %8s %8s\n' "$sys" "$c" "$u" "$tc" "$r"
 		tsv_row "$OUT/small_files.tsv" "$sys" "$c" "$u" "$tc" "$r"
 	done
 done

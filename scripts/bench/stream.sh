@@ -24,7 +24,7 @@ src_tmpfs $((TOTAL + (16 << 20)))
 head -c "$TOTAL" /dev/urandom >"$SRC/random"
 
 tsv_header "$OUT/stream.tsv" system data bytes write_MBps cpu_s_per_GiB us_per_4k_page
-printf '   %-12s %-7s %10s %10s %12s\n' system data MB/s cpu_s/GiB us/4k_page
+printf '   %-14s %-7s %10s %10s %12s\n' system data MB/s cpu_s/GiB us/4k_page
 for sys in $(systems_list); do
 	for data in zero random; do
 		W=() C=()
@@ -54,7 +54,7 @@ for sys in $(systems_list); do
 			c=$(median_of "${C[@]}")
 			us=$(awk -v c="$c" 'BEGIN { printf "%.2f", c * 1e6 / 262144 }')
 		fi
-		printf '   %-12s %-7s %10s %10s %12s\n' "$sys" "$data" "$w" "$c" "$us"
+		printf '   %-14s %-7s %10s %10s %12s\n' "$sys" "$data" "$w" "$c" "$us"
 		tsv_row "$OUT/stream.tsv" "$sys" "$data" "$TOTAL" "$w" "$c" "$us"
 	done
 done
