@@ -179,6 +179,9 @@ struct zr_inode {
 					 * NULL (inode.c: zr_inode_take_handle); set once
 					 * under lock before blocks, read by writeback
 					 * (atomic acquire); freed with the inode */
+	uint64_t handle_busy_ms;	/* relaxed atomic: zr_now_ms() when an open by
+					 * handle last said ENOMEM for all of
+					 * ZR_HANDLE_BUSY_US; 0 never (inode.c) */
 	bool lost_logged;		/* relaxed atomic: writeback found once that no
 					 * name reaches the file (data.c: backing_fd) */
 	bool open_err_logged;		/* relaxed atomic: backing_fd logged that the

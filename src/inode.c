@@ -163,8 +163,10 @@ void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd)
 
 static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 
-/* how long an open by handle that says ENOMEM is tried again, 1 ms apart */
-#define ZR_HANDLE_BUSY_MS 50
+/* how long an open by handle that says ENOMEM is tried again (from 100 µs
+ * apart, doubling), and for how long after that lasted it is not */
+#define ZR_HANDLE_BUSY_US 50000
+#define ZR_HANDLE_QUIET_MS 1000
 
 /**
  * zr_fd_get_by_handle() - like zr_fd_get(), for when no name of @ino
@@ -177,6 +179,8 @@ static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone)
 {
 	struct file_handle *h = __atomic_load_n(&ino->handle, __ATOMIC_ACQUIRE);
+	uint64_t busy = __atomic_load_n(&ino->handle_busy_ms, __ATOMIC_RELAXED);
+	bool quiet = busy && zr_now_ms() - busy < ZR_HANDLE_QUIET_MS;
 	struct stat st;
 	int fd;
 
@@ -188,16 +192,23 @@ int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone)
 	 * file is being created with the inode number of ours, which was
 	 * freed: the number is reused at once, by anyone on that filesystem.
 	 * It is over in microseconds, and the handle is then stale (the
-	 * generation differs). Asked again for up to ZR_HANDLE_BUSY_MS, so
+	 * generation differs). Asked again for up to ZR_HANDLE_BUSY_US, so
 	 * that a removed file is not taken for one we cannot reach for now
-	 * (kept dirty, the final writeback retried); a real shortage of
-	 * memory still fails, later.
+	 * (kept dirty, the final writeback retried). A real shortage of
+	 * memory still fails, and then the next ZR_HANDLE_QUIET_MS of calls
+	 * for this file do not wait: writeback calls once per run of dirty
+	 * blocks, holding the file's I/O mutex (and reclaim its lock).
 	 */
-	for (int tries = 0;; tries++) {
+	for (unsigned waited = 0, wait_us = 100;; waited += wait_us, wait_us *= 2) {
 		fd = open_by_handle_at(fs->root_fd, h, O_RDWR | O_CLOEXEC);
-		if (fd >= 0 || errno != ENOMEM || tries >= ZR_HANDLE_BUSY_MS)
+		if (fd >= 0 || errno != ENOMEM || quiet)
 			break;
-		usleep(1000);
+		if (waited + wait_us > ZR_HANDLE_BUSY_US) {
+			__atomic_store_n(&ino->handle_busy_ms, zr_now_ms(), __ATOMIC_RELAXED);
+			errno = ENOMEM;
+			break;
+		}
+		usleep(wait_us);
 	}
 	if (fd < 0) {
 		*gone = errno == ESTALE;
