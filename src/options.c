@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -169,11 +170,14 @@ static int bad(struct parse_ctx *pc, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* A whole number in [@lo, @hi], digits only, with an optional "%". */
 static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	char *e;
 	unsigned long v;
 
+	if (!isdigit((unsigned char)*s))	/* (strtoul takes blanks and signs) */
+		return -EINVAL;
 	errno = 0;
 	v = strtoul(s, &e, 10);
 	if (errno || e == s || (*e != '\0' && strcmp(e, "%") != 0) || v < lo || v > hi)
