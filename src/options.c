@@ -170,6 +170,23 @@ static int bad(struct parse_ctx *pc, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* One of the words an option takes, and what it stands for. */
+struct word {
+	const char *name;	/* NULL ends a list */
+	int value;
+};
+
+/* *@out = the value of word @s in @words. @return 0, or -EINVAL if none. */
+static int pick_word(const char *s, const struct word *words, int *out)
+{
+	for (; words->name; words++)
+		if (strcmp(s, words->name) == 0) {
+			*out = words->value;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 /* A whole number in [@lo, @hi], digits only, with an optional "%". */
 static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
@@ -248,7 +265,7 @@ static int zr_options_check(struct parse_ctx *pc)
 	struct zr_store_config *c = &o->store;
 	uint64_t v;
 	long us;
-	int rc;
+	int rc, word;
 
 	if (o->size_str) {
 		rc = zr_parse_size(o->size_str, zr_ram_bytes(), &v);
@@ -298,13 +315,14 @@ static int zr_options_check(struct parse_ctx *pc)
 		}
 	}
 	if (o->policy_str) {
-		if (strcmp(o->policy_str, "adaptive") == 0)
-			c->policy = ZR_POLICY_ADAPTIVE;
-		else if (strcmp(o->policy_str, "lru") == 0)
-			c->policy = ZR_POLICY_LRU;
-		else
+		static const struct word w[] = {
+			{ "adaptive", ZR_POLICY_ADAPTIVE }, { "lru", ZR_POLICY_LRU }, { NULL, 0 },
+		};
+
+		if (pick_word(o->policy_str, w, &word))
 			return bad(pc, "invalid value '%s' for policy: expected adaptive or lru%s",
 				   o->policy_str, "");
+		c->policy = (enum zr_policy_kind)word;
 	}
 	if (o->dirty_expire_str &&
 	    zr_parse_duration_ms(o->dirty_expire_str, &o->dirty_expire_ms))
@@ -314,24 +332,23 @@ static int zr_options_check(struct parse_ctx *pc)
 		return bad(pc, "invalid value '%s' for seq_cutoff: expected bytes with an optional k/m/g suffix (0 disables)%s",
 			   o->seq_cutoff_str, "");
 	if (o->cache_str) {
-		if (strcmp(o->cache_str, "writeback") == 0)
-			o->cache = ZR_CACHE_WRITEBACK;
-		else if (strcmp(o->cache_str, "writethrough") == 0)
-			o->cache = ZR_CACHE_WRITETHROUGH;
-		else if (strcmp(o->cache_str, "none") == 0)
-			o->cache = ZR_CACHE_NONE;
-		else
+		static const struct word w[] = {
+			{ "writeback", ZR_CACHE_WRITEBACK }, { "writethrough", ZR_CACHE_WRITETHROUGH },
+			{ "none", ZR_CACHE_NONE }, { NULL, 0 },
+		};
+
+		if (pick_word(o->cache_str, w, &word))
 			return bad(pc, "invalid value '%s' for cache: expected writeback, writethrough or none%s",
 				   o->cache_str, "");
+		o->cache = (enum zr_cache_mode)word;
 	}
 	if (o->xattr_str) {
-		if (strcmp(o->xattr_str, "on") == 0)
-			o->no_xattr = false;
-		else if (strcmp(o->xattr_str, "off") == 0)
-			o->no_xattr = true;
-		else
+		static const struct word w[] = { { "on", 0 }, { "off", 1 }, { NULL, 0 } };
+
+		if (pick_word(o->xattr_str, w, &word))
 			return bad(pc, "invalid value '%s' for xattr: expected on or off%s",
 				   o->xattr_str, "");
+		o->no_xattr = word;
 	}
 	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
 		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
