@@ -446,9 +446,11 @@ static void map_prune(struct zr_file *f, uint64_t idx)
 	unsigned h, top = f->height, depth = 0;
 	void *n = f->root;
 
-	if (!n || idx > span_max(top))
+	if (!n)
 		return;
-	for (h = top; ; h--) {
+	/* (past the span, as when a map_insert() that was growing the tree
+	 * ran out of memory: nothing to free, the tree still to lower) */
+	for (h = top; idx <= span_max(top); h--) {
 		path[depth++] = n;
 		if (h == 0)
 			break;

@@ -1097,6 +1097,95 @@ START_TEST(test_enomem)
 }
 END_TEST
 
+/*
+ * calloc() of the code under test, wrapped (-Wl,--wrap=calloc): while
+ * calloc_fail_after is >= 0, that many calls on this thread succeed and
+ * the next ones fail, as they would when memory runs out.
+ */
+void *__real_calloc(size_t n, size_t size);
+void *__wrap_calloc(size_t n, size_t size);
+static __thread long calloc_fail_after = -1;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	if (calloc_fail_after == 0)
+		return NULL;
+	if (calloc_fail_after > 0)
+		calloc_fail_after--;
+	return __real_calloc(n, size);
+}
+
+/*
+ * The map cannot grow to take a prepared block: the install says -ENOMEM,
+ * frees the block's pool object and whatever nodes it had added, and the
+ * file's other blocks are untouched; each allocation of the map is failed
+ * in turn, at an index that widens the root leaf and at ones that make
+ * the tree taller.
+ */
+START_TEST(test_install_enomem)
+{
+	static const uint64_t idx[] = { 1, 17, 1ull << 20, 1ull << 40 };
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *a = xmalloc(bs), *b = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_zpool_stats p0, p1;
+	struct zr_stats s0, s1;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, a, bs);
+	zr_datagen_fill(ZR_DATA_BINARY, 2, b, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, a, ZR_WRITE_DIRTY), 0);
+	for (unsigned i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
+		int rc = -ENOMEM;
+		long k;
+
+		for (k = 0; rc == -ENOMEM; k++) {
+			struct zr_prepared p;
+
+			ck_assert_int_lt(k, 64);	/* a map is not that deep */
+			ck_assert_int_eq(zr_file_prepare(f, b, &p), 0);
+			zr_store_get_stats(st, &s0);
+			zr_zpool_get_stats(zr_store_test_pool(st), &p0);
+			calloc_fail_after = k;
+			rc = zr_file_install(f, idx[i], &p, ZR_WRITE_DIRTY);
+			calloc_fail_after = -1;
+			ck_assert_uint_eq(p.handle, ZR_ZPOOL_NO_HANDLE);
+			if (rc == 0)
+				break;
+			ck_assert_int_eq(rc, -ENOMEM);
+			zr_store_get_stats(st, &s1);
+			zr_zpool_get_stats(zr_store_test_pool(st), &p1);
+			/* the prepared object is gone, no node is left over */
+			ck_assert_uint_eq(p1.obj_count, p0.obj_count - 1);
+			ck_assert_uint_eq(p1.obj_bytes, p0.obj_bytes - p.len);
+			/* (the store's nodes: the pool's own metadata may shrink
+			 * with the object freed) */
+			ck_assert_uint_eq(s1.meta_bytes - p1.meta_bytes,
+					  s0.meta_bytes - p0.meta_bytes);
+			ck_assert_uint_eq(s1.orig_data_size, s0.orig_data_size);
+			ck_assert_uint_eq(s1.compr_data_size, s0.compr_data_size);
+			ck_assert_uint_eq(zr_file_nblocks(f), 1 + i);
+			ck_assert_int_eq(zr_file_read(f, idx[i], out), 0);
+		}
+		ck_assert_int_eq(rc, 0);
+		/* the first index widened the root leaf, the others made
+		 * the tree taller: each had an allocation to fail */
+		ck_assert_int_gt(k, 0);
+		ck_assert_int_eq(zr_file_read(f, idx[i], out), 1);
+		ck_assert_mem_eq(b, out, bs);
+		ck_assert_int_eq(zr_file_read(f, 0, out), 1);
+		ck_assert_mem_eq(a, out, bs);
+	}
+	ck_assert_uint_eq(zr_file_nblocks(f), 1 + sizeof(idx) / sizeof(idx[0]));
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(a);
+	free(b);
+	free(out);
+}
+END_TEST
+
 /* Corrupt compressed data reads as -EIO, never a crash. */
 START_TEST(test_corrupt)
 {
@@ -1195,6 +1284,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_max_monotonic);
 	tcase_add_test(tc, test_redirty);
 	tcase_add_test(tc, test_enomem);
+	tcase_add_test(tc, test_install_enomem);
 	tcase_add_test(tc, test_corrupt);
 	suite_add_tcase(s, tc);
 
