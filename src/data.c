@@ -298,7 +298,9 @@ static void open_err_clear(struct zr_inode *ino)
  * @wb: for a writeback, whose failure to open the file is logged (the
  * first time for a file until it opens again, for the first ZR_LOST_LOGS
  * times); an fsync returns its error instead.
- * @return 0, or -errno of the names (no handle, or it cannot tell).
+ * @return 0, or -errno: the handle's, or the names' when there is no
+ * handle (an open by handle that fails for lack of memory says ENOMEM, not
+ * the ENOENT of a name that was renamed away).
  */
 static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool wb,
 		      int *fdp)
@@ -327,8 +329,8 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 		gone = true;
 	} else {
 		/* whatever the names say (gone, another file, a symlink or
-		 * a directory there now, EIO), the handle decides; its own
-		 * failure leaves the names' error */
+		 * a directory there now, EIO), the handle decides, and its
+		 * failure is the error */
 		hfd = zr_fd_get_by_handle(fs, ino, &gone);
 	}
 	if (gone) {
@@ -351,7 +353,7 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 					     : strerror(-fd),
 			       hfd == -ENOTSUP ? "" : " (through its file handle: ",
 			       hfd == -ENOTSUP ? "" : strerror(-hfd), hfd == -ENOTSUP ? "" : ")");
-		return fd;
+		return hfd == -ENOTSUP ? fd : hfd;
 	}
 	open_err_clear(ino);
 	if (lost_log(fs, ino, false))

@@ -80,9 +80,12 @@ say "every open by handle says ENOMEM: the writeback fails, the data stays dirty
 mount_faulty 1000000
 setup b
 touch "$ZR_TMP/armed"
-if echo "writeback all" >"$ZR_MNT/.zramfs/control" 2>/dev/null; then
+if (echo "writeback all" >"$ZR_MNT/.zramfs/control") 2>"$ZR_TMP/wb.err"; then
 	fail "writeback all succeeded although no renamed file could be opened"
 fi
+# the error is the handle's (the names say ENOENT: renamed away)
+grep -q "Cannot allocate memory" "$ZR_TMP/wb.err" ||
+	fail "writeback all did not fail with the handle's ENOMEM: $(cat "$ZR_TMP/wb.err")"
 grep -q "through its file handle: Cannot allocate memory" "$ZR_LOG" ||
 	fail "the log does not give the handle's ENOMEM: $(grep "cannot open the backing file" "$ZR_LOG" | head -1)"
 [ "$(zr_stat blocks_dirty)" -ge $((N * 3)) ] ||
