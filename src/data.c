@@ -319,9 +319,12 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 
 		/* a cached fd of a file removed behind our back still takes
 		 * writes, into an inode that nobody sees again (where the
-		 * backing filesystem's link count can be believed) */
+		 * backing filesystem's link count can be believed); but one
+		 * unlinked through the mount while open, whose orphan's name
+		 * could not be made (ENOSPC, EDQUOT), is held by its pinned
+		 * fd, and read back through it */
 		if (!fs->links_trusted || ino->key.dev != fs->backing_dev ||
-		    fstat(fd, &st) != 0 || st.st_nlink > 0) {
+		    fstat(fd, &st) != 0 || st.st_nlink > 0 || zr_fd_is_pinned(fs, ino)) {
 			open_err_clear(ino);
 			return 0;
 		}

@@ -336,6 +336,7 @@ int zr_fd_get_cached(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_put(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_install(struct zr_fs *fs, struct zr_inode *ino, int fd);
 void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_fd_is_pinned(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
 		  char name[NAME_MAX + 1]);

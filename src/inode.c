@@ -1269,6 +1269,19 @@ void zr_fd_pin(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_unlock(&fs->fd_lock);
 }
 
+/** Whether zr_fd_pin() holds @ino's fd: it still reaches a file that no
+ * name does (unlinked through the mount while open, without an orphan's
+ * name). Takes fs->fd_lock. */
+bool zr_fd_is_pinned(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool pinned;
+
+	pthread_mutex_lock(&fs->fd_lock);
+	pinned = ino->pins > 0;
+	pthread_mutex_unlock(&fs->fd_lock);
+	return pinned;
+}
+
 void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino)
 {
 	pthread_mutex_lock(&fs->fd_lock);

@@ -24,6 +24,11 @@
 #     read and close it (the write-a-temp-then-rename pattern): every open
 #     must find a whole version, as on ext4 (an OPEN that came after the
 #     replaced file was dropped got ESTALE: 147 in 500,000 opens).
+#  7. no orphan's name can be made (the backing root's .zramfs is a file;
+#     a full backing filesystem does the same): the file unlinked while
+#     open is held by the daemon's fd, and its dirty data, written back
+#     through that fd, reads back whole (it used to be taken for a file
+#     removed behind the daemon's back, and dropped: zeros read back).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "counts the daemon's fds and orphans"
@@ -243,5 +248,23 @@ sys.exit(1 if errs else 0)
 PY
 for i in $(seq 100); do [ "$(zr_stat orphans)" = 0 ] && break; sleep 0.1; done
 [ "$(zr_stat orphans)" = 0 ] || fail "orphans $(zr_stat orphans) once the replaced files were forgotten"
+zr_umount
+
+say "no orphan directory: an unlinked open file keeps its data"
+B2=$ZR_TMP/backing2 M2=$ZR_TMP/mnt2
+mkdir -p "$B2" "$M2"
+echo "not a directory" >"$B2/.zramfs"
+head -c 1048576 /dev/urandom >"$ZR_TMP/data"
+zr_mount "dirty_expire=1h" "$B2" "$M2"
+cp "$ZR_TMP/data" "$ZR_MNT/f"
+exec 3<"$ZR_MNT/f"
+rm "$ZR_MNT/f"
+zr_ctl writeback all
+zr_ctl drop_clean
+zr_drop_kcache
+[ "$(zr_stat removed_dropped)" = 0 ] ||
+	fail "removed_dropped $(zr_stat removed_dropped): the unlinked open file's data was dropped"
+cmp - "$ZR_TMP/data" <&3 || fail "the unlinked open file does not read back what was written"
+exec 3<&-
 zr_umount
 say "ok"
