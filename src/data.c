@@ -1071,14 +1071,17 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1);
 			if (rc == 0) {
-				/* keep a clean copy: writethrough always, at
-				 * once; a stream while the tier has room and
-				 * the data compresses, made later by the
-				 * writeback thread (fill_drain) */
+				/* keep a clean copy: writethrough at once,
+				 * when the tier has room or makes it (as the
+				 * dirty path below, under the same locks); a
+				 * stream while the tier has room and the data
+				 * compresses, made later by the writeback
+				 * thread (fill_drain) */
 				if (wt) {
 					bool raw = false;
 
-					if (zr_file_write_raw(ino->blocks, idx, src,
+					if (zr_store_make_room_once(fs->store, bs) == 0 &&
+					    zr_file_write_raw(ino->blocks, idx, src,
 							      ZR_WRITE_CLEAN, &raw) == 0 &&
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);

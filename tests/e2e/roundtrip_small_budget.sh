@@ -4,7 +4,9 @@
 # random, a tree of small files) through a mount whose RAM budget is 8 MiB,
 # so blocks must cycle to the backing directory and back.  Checks the bytes
 # while mounted, after drop_clean, in the backing directory after unmount,
-# and after a remount; and that the tier stayed within its budget.
+# and after a remount; and that the tier stayed within its budget, also
+# with cache=writethrough (whose clean copies once took no room: 16 times
+# the budget).
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=150
 zr_init
@@ -81,3 +83,23 @@ if zr_stats_on; then
 fi
 zr_umount
 zr_same_sums "$ZR_TMP/sums.ref" "$B" "backing directory after the second unmount"
+
+if zr_stats_on; then
+	say "cache=writethrough: the clean copies stay within the budget"
+	B2=$ZR_TMP/backing-wt M2=$ZR_TMP/mnt-wt
+	mkdir -p "$B2" "$M2"
+	zr_mount "cache=writethrough,size=8M,seq_cutoff=0" "$B2" "$M2"
+	cat "$S/text.dat" "$S/bin.dat" >"$ZR_MNT/all" || fail "writing through the writethrough mount failed"
+	sync "$ZR_MNT/all"
+	budget=$(zr_stat budget) bs=$(zr_config block_size) max=$(zr_stat mem_used_max)
+	say "writethrough: mem_used_max $max, budget $budget"
+	[ "$max" -le $((budget + 32 * bs)) ] ||
+		fail "writethrough: mem_used_max $max exceeds the budget $budget by more than 32 blocks"
+	[ "$(zr_stat bytes_written_backing)" -ge $((24 << 20)) ] ||
+		fail "writethrough: only $(zr_stat bytes_written_backing) bytes reached the backing file"
+	zr_ctl drop_clean
+	zr_drop_kcache
+	cat "$S/text.dat" "$S/bin.dat" | cmp - "$ZR_MNT/all" ||
+		fail "writethrough: the file does not read back"
+	zr_umount
+fi
