@@ -606,6 +606,35 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 }
 
 /*
+ * Whether the caller of @req may open the existing file @st with open(2)
+ * @flags, by its mode bits as the kernel's default_permissions checks them
+ * (POSIX ACLs of the backing file are not read): for a CREATE that met a
+ * file the kernel did not know of (a name made in the backing directory
+ * while it held a negative entry), which it could not check.
+ * @return 0 or -EACCES.
+ */
+static int caller_may_open(fuse_req_t req, const struct stat *st, int flags)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int acc = flags & O_ACCMODE;
+	mode_t want = 0, bits;
+
+	if (ctx->uid == 0)
+		return 0;	/* CAP_DAC_OVERRIDE */
+	if (acc == O_RDONLY || acc == O_RDWR)
+		want |= 4;
+	if (acc == O_WRONLY || acc == O_RDWR || (flags & O_TRUNC))
+		want |= 2;
+	if (ctx->uid == st->st_uid)
+		bits = (st->st_mode >> 6) & 7;
+	else if (caller_in_group(req, st->st_gid))
+		bits = (st->st_mode >> 3) & 7;
+	else
+		bits = st->st_mode & 7;
+	return (bits & want) == want ? 0 : -EACCES;
+}
+
+/*
  * Give a new entry @name in @pfd to the caller of @req: uid, and gid (or the
  * parent's group when the parent directory is setgid). chown clears set-id
  * bits, so the mode the backing filesystem gave (with the setgid bit a
@@ -1161,7 +1190,15 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = give_to_caller(req, pfd, name, false, &st, &have_st);
+	/* a file that was there is not the caller's to own, and the kernel
+	 * did not check its permissions (it thought the name free) */
+	have_st = false;
+	if (created)
+		rc = give_to_caller(req, pfd, name, false, &st, &have_st);
+	else if (fs->opt->default_permissions)
+		rc = fstat(fd, &st) < 0 ? -errno : caller_may_open(req, &st, fi->flags);
+	else
+		rc = 0;
 	if (rc == 0)
 		rc = do_lookup_stat(fs, p, pfd, name, have_st ? &st : NULL, &e);
 	zr_fd_put(fs, p);

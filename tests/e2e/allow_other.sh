@@ -57,6 +57,24 @@ done
 as_nobody chmod 0600 "$M/pub/file" || fail "nobody cannot chmod its own file"
 [ "$(stat -c %a "$M/pub/file")" = 600 ] || fail "chmod by nobody did not apply"
 zr_expect_err "Operation not permitted" as_nobody chown 0 "$M/pub/file"
+
+say "a CREATE that meets a file made behind the kernel's negative entry"
+# nobody's lookups leave negative entries; root then makes the files in
+# the backing directory. nobody's O_CREAT opens reach the daemon as CREATE
+# of an existing file: its permissions hold, and it stays root's
+for f in late shared; do
+	! as_nobody stat "$M/pub/$f" >/dev/null 2>&1 || fail "pub/$f exists already"
+done
+echo secret >"$B/pub/late" && chmod 0600 "$B/pub/late"
+echo open >"$B/pub/shared" && chmod 0666 "$B/pub/shared"
+zr_expect_err "Permission denied" as_nobody bash -c "echo x >>'$M/pub/late'"
+as_nobody bash -c "echo more >>'$M/pub/shared'" || fail "nobody cannot append to a 0666 file through O_CREAT"
+for f in late shared; do
+	[ "$(stat -c %u:%g "$B/pub/$f")" = 0:0 ] ||
+		fail "backing pub/$f, root's, is now owned by $(stat -c %u:%g "$B/pub/$f")"
+done
+[ "$(cat "$B/pub/late")" = secret ] || fail "backing pub/late changed: $(cat "$B/pub/late")"
+[ "$(stat -c %a "$B/pub/late")" = 600 ] || fail "backing pub/late mode is now $(stat -c %a "$B/pub/late")"
 zr_umount
 
 say "checking ownership in the backing directory"
