@@ -133,6 +133,9 @@ int zr_file_test_len(struct zr_file *f, uint64_t index);
 /** Bytes of block-map nodes the file holds. */
 uint64_t zr_file_test_map_bytes(struct zr_file *f);
 
+/** Bytes a file's record adds to the budget while it holds any node. */
+uint64_t zr_file_test_record_bytes(void);
+
 /* Slot flags (store.c keeps them in the slot's info word). */
 #define ZR_SLOT_PRESENT		0x01u	/* the slot holds a block */
 #define ZR_SLOT_SAME		0x02u	/* zero/same-filled: the pattern is in the slot, no pool memory */

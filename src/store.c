@@ -136,7 +136,8 @@ struct zr_store {
 	struct zr_file *head, *tail;	/* every live file */
 	struct zr_file *cursor;		/* sweep position: file ... */
 	uint64_t cursor_index;		/* ... and next block index in it */
-	uint64_t meta;			/* nodes + file records; atomic */
+	uint64_t meta;			/* nodes + records of files with nodes
+					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
 	struct zr_stats s;		/* counters; atomic */
 };
@@ -306,6 +307,16 @@ static inline unsigned leaf_slots(const struct zr_file *f, const void *leaf)
 	return leaf == f->root ? f->root_slots : LEAF_SLOTS;
 }
 
+/*
+ * What a file costs the budget: its nodes, and its record while it has a
+ * node. A file without blocks costs nothing: every open file has a record
+ * until the kernel forgets the inode, and reclaim cannot free one, so
+ * counting them let thousands of opened, empty files fill a small budget
+ * and turn writes into ENOSPC with the disk empty. Block-less records are
+ * bookkeeping like the inode table (zr_inode), outside the budget.
+ */
+#define FILE_RECORD_BYTES sizeof(struct zr_file)
+
 /* A zeroed node: a leaf of @slots slots, or an interior node (INNER).
  * Free with node_free(). @return NULL when out of memory. */
 static void *node_alloc(struct zr_file *f, unsigned slots)
@@ -314,8 +325,8 @@ static void *node_alloc(struct zr_file *f, unsigned slots)
 	void *p = calloc(1, size);
 
 	if (p) {
+		zr_stat_add(&f->st->meta, size + (f->map_bytes ? 0 : FILE_RECORD_BYTES));
 		f->map_bytes += size;
-		zr_stat_add(&f->st->meta, size);
 		update_max(f->st);
 	}
 	return p;
@@ -326,7 +337,7 @@ static void node_free(struct zr_file *f, void *p, unsigned slots)
 	size_t size = node_size(slots);
 
 	f->map_bytes -= size;
-	zr_stat_sub(&f->st->meta, size);
+	zr_stat_sub(&f->st->meta, size + (f->map_bytes ? 0 : FILE_RECORD_BYTES));
 	free(p);
 }
 
@@ -906,7 +917,6 @@ int zr_file_create(struct zr_store *st, void *owner, struct zr_file **out)
 	f->refs = 1;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_mutex_init(&f->io_lock, NULL);
-	zr_stat_add(&st->meta, sizeof(*f));
 	pthread_mutex_lock(&st->files_lock);
 	f->prev = st->tail;
 	if (st->tail)
@@ -955,7 +965,6 @@ void zr_file_put(struct zr_file *f)
 		node_free_all(f, f->root, f->height);
 	f->root = NULL;
 	pthread_mutex_unlock(&f->lock);
-	zr_stat_sub(&st->meta, sizeof(*f));
 	zr_stat_sub(&st->s.files, 1);
 	pthread_mutex_destroy(&f->lock);
 	pthread_mutex_destroy(&f->io_lock);
@@ -2012,6 +2021,11 @@ int zr_file_test_len(struct zr_file *f, uint64_t index)
 	rc = s ? (slot_has(s, ZR_SLOT_SAME) ? 0 : (int)slot_len(s)) : -ENOENT;
 	pthread_mutex_unlock(&f->lock);
 	return rc;
+}
+
+uint64_t zr_file_test_record_bytes(void)
+{
+	return FILE_RECORD_BYTES;
 }
 
 uint64_t zr_file_test_map_bytes(struct zr_file *f)

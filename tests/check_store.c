@@ -529,12 +529,15 @@ START_TEST(test_sparse)
 
 	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
 	meta0 = store_meta(st);
+	/* A file without blocks costs the budget nothing. */
+	ck_assert_uint_eq(meta0, 0);
 	zr_datagen_fill(ZR_DATA_TEXT, 9, in, bs);
 	ck_assert_int_eq(zr_file_write(f, far, in, ZR_WRITE_DIRTY), 0);
 	/* One leaf (16 slots) and six interior nodes of 64 pointers. */
 	ck_assert_uint_le(zr_file_test_map_bytes(f), 8 * 600);
 	ck_assert_uint_gt(zr_file_test_map_bytes(f), 0);
-	ck_assert_uint_eq(store_meta(st) - meta0, zr_file_test_map_bytes(f));
+	ck_assert_uint_eq(store_meta(st) - meta0,
+			  zr_file_test_map_bytes(f) + zr_file_test_record_bytes());
 	ck_assert_int_eq(zr_file_next_present(f, 0, &idx), 1);
 	ck_assert_uint_eq(idx, far);
 	ck_assert_int_eq(zr_file_next_present(f, far + 1, &idx), 0);
@@ -1266,6 +1269,55 @@ START_TEST(test_budget)
 }
 END_TEST
 
+/*
+ * Thousands of open files, most without a block, in a small budget: the
+ * records of block-less files cost nothing, and a file whose blocks went to
+ * the disk gives its map back, so writes keep finding room.
+ */
+START_TEST(test_many_files)
+{
+	uint32_t bs = 4096;
+	uint64_t budget = 1 << 20;
+	uint64_t held = 0;
+	unsigned nfiles = 8000, i;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	struct zr_file **f = xmalloc(nfiles * sizeof(*f));
+	struct zr_stats s;
+
+	for (i = 0; i < nfiles; i++)
+		ck_assert_int_eq(zr_file_create(st, NULL, &f[i]), 0);
+	ck_assert_uint_eq(store_meta(st), 0);
+	/* One block in each of the first 2000 files: far more maps and
+	 * records than the budget holds, so reclaim must free them. */
+	for (i = 0; i < 2000; i++) {
+		zr_datagen_fill(ZR_DATA_MIXED, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(f[i], 0, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_le(zr_store_mem_used(st), budget + bs + 1024);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.enospc, 0);
+	ck_assert_uint_le(s.mem_used_max, budget + bs + 1024);
+	ck_assert_uint_gt(s.writebacks, 0);
+	/* Every block is in RAM or was written back. */
+	for (i = 0; i < 2000; i++) {
+		ck_assert_int_ge(zr_file_read(f[i], 0, out), 0);
+		held += zr_file_nblocks(f[i]);
+	}
+	ck_assert_uint_ge(s.writebacks + held, 2000);
+	ck_assert_uint_lt(held, 2000);
+	for (i = 0; i < nfiles; i++)
+		zr_file_put(f[i]);
+	ck_assert_uint_eq(store_meta(st), 0);
+	zr_store_destroy(st);
+	free(f);
+	free(in);
+	free(out);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1296,6 +1348,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_writeback_flags);
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
+	tcase_add_test(tc, test_many_files);
 	tcase_add_test(tc, test_recompress_idle);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
