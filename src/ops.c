@@ -677,6 +677,26 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 	return 0;
 }
 
+/*
+ * Take back entry @name of @pfd that this request made, when giving it to
+ * the caller failed (fchownat: EDQUOT, EPERM on a filesystem without
+ * owners): left behind, it would be root's. @fd: the created file's fd, to
+ * check that the name still holds it, or -1 (a node; the kernel holds the
+ * parent locked through the request, so only a change behind zramfs's back
+ * could race). Best effort: the caller's error is what reaches the user.
+ */
+static void undo_create(int pfd, const char *name, bool is_dir, int fd)
+{
+	struct stat a, b;
+
+	if (fd >= 0 && (fstat(fd, &a) < 0 || fstatat(pfd, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+			a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+		return;
+	if (unlinkat(pfd, name, is_dir ? AT_REMOVEDIR : 0) < 0)
+		zr_log(ZR_LOG_WARNING, "could not remove '%s', created for a caller it could not be given to: %s",
+		       name, strerror(errno));
+}
+
 /* mknod/mkdir/symlink: create, give to the caller, look up, reply. */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, dev_t rdev, const char *link)
@@ -702,8 +722,11 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	else
 		rc = mknodat(pfd, name, mode, rdev);
 	rc = rc < 0 ? -errno : 0;
-	if (rc == 0)
+	if (rc == 0) {
 		rc = give_to_caller(req, pfd, name, link != NULL, NULL, NULL);
+		if (rc)
+			undo_create(pfd, name, S_ISDIR(mode), -1);
+	}
 	if (rc == 0)
 		rc = do_lookup(fs, p, pfd, name, &e);
 	zr_fd_put(fs, p);
@@ -1193,9 +1216,11 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* a file that was there is not the caller's to own, and the kernel
 	 * did not check its permissions (it thought the name free) */
 	have_st = false;
-	if (created)
+	if (created) {
 		rc = give_to_caller(req, pfd, name, false, &st, &have_st);
-	else if (fs->opt->default_permissions)
+		if (rc)
+			undo_create(pfd, name, false, fd);
+	} else if (fs->opt->default_permissions)
 		rc = fstat(fd, &st) < 0 ? -errno : caller_may_open(req, &st, fi->flags);
 	else
 		rc = 0;

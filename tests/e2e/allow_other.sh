@@ -4,7 +4,9 @@
 # mount, permissions are enforced like on a local filesystem, and what that
 # user creates (file, directory, symlink, fifo) is owned by that user, in the
 # mount and in the backing directory.  A passthrough that creates everything
-# as root, or that lets anyone do anything, fails here.
+# as root, or that lets anyone do anything, fails here. A new entry whose
+# chown to its creator fails (EDQUOT, injected) is removed, not left as
+# root's.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_root "switches to another user"
@@ -84,3 +86,34 @@ for f in file dir link fifo dir/f; do
 done
 [ "$(cat "$B/pub/file")" = mine ] || fail "backing pub/file content wrong"
 [ ! -e "$B/rootdir/x" ] || fail "backing has rootdir/x"
+
+if zr_real; then
+	say "a new entry that cannot be given to its creator is taken back"
+	# fchownat fails with EDQUOT on names "quota*": the file, directory
+	# and fifo must not stay behind as root's
+	FAULT=$(zr_helper zr_fault.so)
+	touch "$ZR_TMP/armed"
+	for kind in file dir fifo; do
+		ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_CHOWN=1 ZR_FAULT_NAME=quota-$kind \
+			LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+			zr_mount "allow_other" "$B" "$M"
+		case $kind in
+		file) zr_expect_err "Disk quota exceeded" as_nobody bash -c "echo x >'$ZR_MNT/pub/quota-file'" ;;
+		dir) zr_expect_err "Disk quota exceeded" as_nobody mkdir "$ZR_MNT/pub/quota-dir" ;;
+		fifo) zr_expect_err "Disk quota exceeded" as_nobody mkfifo "$ZR_MNT/pub/quota-fifo" ;;
+		esac
+		[ ! -e "$B/pub/quota-$kind" ] ||
+			fail "backing pub/quota-$kind stayed behind, owned by $(stat -c %u:%g "$B/pub/quota-$kind")"
+		[ ! -e "$ZR_MNT/pub/quota-$kind" ] || fail "pub/quota-$kind is visible through the mount"
+		rm -f "$ZR_TMP/armed"
+		case $kind in
+		file) as_nobody bash -c "echo x >'$ZR_MNT/pub/quota-file'" ;;
+		dir) as_nobody mkdir "$ZR_MNT/pub/quota-dir" ;;
+		fifo) as_nobody mkfifo "$ZR_MNT/pub/quota-fifo" ;;
+		esac || fail "nobody cannot make pub/quota-$kind once chown works"
+		[ "$(stat -c %u:%g "$B/pub/quota-$kind")" = "$U:$U" ] ||
+			fail "backing pub/quota-$kind is owned by $(stat -c %u:%g "$B/pub/quota-$kind")"
+		touch "$ZR_TMP/armed"
+		zr_umount
+	done
+fi

@@ -15,7 +15,10 @@
  * disarmed, the calls are passed through untouched. With
  * ZR_FAULT_HANDLE_ENOMEM=N, the first N open_by_handle_at(2) calls made
  * while armed fail with ENOMEM, as ext4 fails them while a new file is
- * being created with the inode number of the handle's freed file. (Built without _FILE_OFFSET_BITS=64, which would make
+ * being created with the inode number of the handle's freed file. With
+ * ZR_FAULT_CHOWN=1, fchownat(2) of a name whose last component is
+ * ZR_FAULT_NAME fails with EDQUOT while armed, as when the new owner is
+ * over quota. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
@@ -186,4 +189,26 @@ int open_by_handle_at(int mount_fd, struct file_handle *h, int flags)
 		return -1;
 	}
 	return real(mount_fd, h, flags);
+}
+
+typedef int (*fchownat_fn)(int, const char *, uid_t, gid_t, int);
+
+int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+{
+	fchownat_fn real = (fchownat_fn)dlsym(RTLD_NEXT, "fchownat");
+	const char *on = getenv("ZR_FAULT_CHOWN");
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	const char *base = strrchr(path, '/');
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (on && strcmp(on, "1") == 0 && name && armed && access(armed, F_OK) == 0 &&
+	    strcmp(base ? base + 1 : path, name) == 0) {
+		errno = EDQUOT;
+		return -1;
+	}
+	return real(dirfd, path, uid, gid, flags);
 }
