@@ -132,7 +132,9 @@ if have build.tsv; then
 	echo "machine).  Peak: the cgroup's max_usage_in_bytes plus, for zramfs, the"
 	echo "daemon's peak RSS (it runs outside the cgroup with size= a quarter of the limit)."
 	echo "zram is left out of this section by default to keep the suite under 30 minutes"
-	echo "(\`--systems tmpfs,plain,zram,zramfs\` adds it)."
+	echo "(\`--systems tmpfs,plain,zram,zramfs\` adds it), and tmpfs builds only when it"
+	echo "fits (\`BUILD_TMPFS_PRESSURE=1\` adds its pressure builds: under a limit its"
+	echo "tree, charged to the cgroup that copied it, cannot leave RAM)."
 	echo
 	echo "| system | mode | -j | limit MiB | secs | ×plain | ×tmpfs | disk MiB | ×plain | peak MiB |"
 	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
