@@ -70,7 +70,7 @@
 #define MAX_HEIGHT 10		/* 4 + 6 * 10 >= 64 bits of index */
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
 #define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
-#define WB_FAIL_LIMIT 4		/* failed writebacks before a reclaim pass skips dirty blocks */
+#define WB_FAIL_FILES 8		/* files failing writeback before a reclaim pass skips all dirty blocks */
 #define TRIM_MIN 512u		/* shortest zero tail a block is compressed without */
 #define TRIM_HDR 4u		/* bytes of the length kept, at the head of a trimmed block */
 
@@ -1549,11 +1549,44 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
 }
 
 /*
+ * The files whose writeback failed in one reclaim pass. Their dirty blocks
+ * are passed over for the rest of the pass, so that one file the backing
+ * filesystem refuses (a bad spot, a quota, a read-only submount) does not
+ * keep the others' dirty blocks in RAM and give their writers ENOSPC: such
+ * a file's blocks keep the lowest scores and would be taken first every
+ * time. (Pointers are only compared: a file freed and another allocated
+ * at its address during the pass is merely passed over too.)
+ */
+struct wb_failed {
+	const struct zr_file *file[WB_FAIL_FILES];
+	unsigned nfiles;
+	int global_err;		/* first error that refuses every file: -ENOSPC,
+				 * -EDQUOT or -EROFS; 0 when none */
+};
+
+static bool wb_failed_has(const struct wb_failed *w, const struct zr_file *f)
+{
+	for (unsigned i = 0; i < w->nfiles; i++)
+		if (w->file[i] == f)
+			return true;
+	return false;
+}
+
+static void wb_failed_add(struct wb_failed *w, const struct zr_file *f, int rc)
+{
+	if (!w->global_err && (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS))
+		w->global_err = rc;
+	if (!wb_failed_has(w, f) && w->nfiles < WB_FAIL_FILES)
+		w->file[w->nfiles++] = f;
+}
+
+/*
  * Move the sweep cursor over up to ZR_POLICY_SAMPLES slots, offering each
- * to the policy's candidate pool (dirty ones only when @dirty_ok).
+ * to the policy's candidate pool (dirty ones only when @dirty_ok, and not
+ * those of a file in @failed).
  * Caller holds reclaim_lock. @return slots looked at.
  */
-static unsigned sample(struct zr_store *st, bool dirty_ok)
+static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_failed *failed)
 {
 	unsigned seen = 0, files = 0;
 
@@ -1561,6 +1594,7 @@ static unsigned sample(struct zr_store *st, bool dirty_ok)
 		struct zr_file *f;
 		uint64_t pos, idx = 0;
 		struct zr_slot *s = NULL;
+		bool file_dirty_ok;
 
 		pthread_mutex_lock(&st->files_lock);
 		if (!st->cursor) {
@@ -1582,10 +1616,11 @@ static unsigned sample(struct zr_store *st, bool dirty_ok)
 		pos = st->cursor_index;
 		pthread_mutex_unlock(&st->files_lock);
 
+		file_dirty_ok = dirty_ok && !wb_failed_has(failed, f);
 		pthread_mutex_lock(&f->lock);
 		while (seen < ZR_POLICY_SAMPLES && (s = map_next(f, pos, &idx))) {
 			seen++;
-			if ((dirty_ok || !slot_has(s, ZR_SLOT_DIRTY)) &&
+			if ((file_dirty_ok || !slot_has(s, ZR_SLOT_DIRTY)) &&
 			    !slot_has(s, ZR_SLOT_UNDER_WB)) {
 				struct zr_policy_view v;
 				struct zr_policy_cand c;
@@ -1641,6 +1676,7 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 			   tmp, tmp + ZR_BLOCK_MAX, old - 1, &fl);
 	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
 		goto fail;
+	update_max(st);		/* both copies are held here */
 	account(f, s, -1);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
@@ -1660,6 +1696,30 @@ static inline bool recompress_candidate(const struct zr_slot *s)
 }
 
 /*
+ * Whether a recompression fits under the budget now. It holds both copies
+ * of a block for a moment, and the hot copy's hole keeps its page until
+ * compaction while the cold copy may take a new one: unchecked, the idle
+ * pass over a nearly full tier, and the reclaim of writers (which tries
+ * the cold codec on dirty hot blocks first), took the tier a third past
+ * its budget. When it does not fit and @holes (bytes freed since the last
+ * compaction) could give a page back, compacts first and zeroes *@holes.
+ * Call with no file lock held.
+ */
+static bool recompress_fits(struct zr_store *st, uint64_t *holes)
+{
+	uint64_t budget = zr_stat_read(&st->cfg.budget);
+	uint64_t need = st->cfg.block_size + POOL_PAGE;
+
+	if (zr_store_mem_used(st) + need <= budget)
+		return true;
+	if (*holes < POOL_PAGE)
+		return false;
+	zr_zpool_compact(st->pool);
+	*holes = 0;
+	return zr_store_mem_used(st) + need <= budget;
+}
+
+/*
  * One pass of idle recompression over every file: blocks last touched at or
  * before @mark go to the cold codec, up to @max_blocks and until @deadline
  * (zr_now_ms()). With @quiet, it also stops as soon as the policy clock moves
@@ -1670,14 +1730,15 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 				uint64_t deadline, bool quiet, bool *more)
 {
 	struct zr_file *f = NULL;
-	uint64_t saved = 0, done = 0, pos, idx;
+	uint64_t saved = 0, done = 0, holes = 0, pos, idx, n;
 	uint32_t clock = zr_policy_clock(st->pol);
+	bool fits = recompress_fits(st, &holes);
 	struct zr_slot *s;
 
 	*more = false;
 	if (mark == 0)
 		return 0;	/* no pass before this one: nothing is idle yet */
-	while (!*more && (f = file_iter(st, f))) {
+	while (fits && !*more && (f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;
 		while ((s = map_next(f, pos, &idx))) {
@@ -1689,7 +1750,18 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 					*more = true;
 					break;
 				}
-				saved += recompress(f, s);
+				n = recompress(f, s);
+				saved += n;
+				holes += n;
+				if (zr_store_mem_used(st) + st->cfg.block_size + POOL_PAGE >
+				    zr_stat_read(&st->cfg.budget)) {
+					/* (the next pass tries again) */
+					pthread_mutex_unlock(&f->lock);
+					fits = recompress_fits(st, &holes);
+					pthread_mutex_lock(&f->lock);
+					if (!fits)
+						break;
+				}
 				/* every 64 blocks: look at the clock, and let
 				 * readers and writers of this file in */
 				if (++done % 64 == 0) {
@@ -1771,11 +1843,14 @@ uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ra
 /*
  * Demote candidate @c (whose file reference the caller holds): recompress
  * a hot block, or write back a dirty one and drop it. Caller holds
- * reclaim_lock only. Sets *@progress when something changed; counts
- * failed writebacks in *@wb_fail. @return bytes of RAM freed.
+ * reclaim_lock only. Sets *@progress when something changed; the cold codec
+ * is tried only when @recomp_ok (recompress_fits()), and a dirty block is
+ * written back only when @dirty_ok and its file is not in @failed, to which
+ * a failed writeback adds it. @return bytes of RAM freed.
  */
 static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
-		       bool dirty_ok, unsigned *wb_fail, bool *progress)
+		       bool dirty_ok, bool recomp_ok, struct wb_failed *failed,
+		       bool *progress)
 {
 	struct zr_file *f = c->file;
 	struct zr_policy_view v;
@@ -1789,7 +1864,8 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 	s = lookup_present(f, c->index);
 	if (!s || s->ps.atime != c->atime || slot_has(s, ZR_SLOT_UNDER_WB))
 		goto skip;	/* gone or touched since it was sampled */
-	if (cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE && recompress_candidate(s)) {
+	if (recomp_ok && cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE &&
+	    recompress_candidate(s)) {
 		uint32_t saved = recompress(f, s);
 
 		if (saved) {
@@ -1810,7 +1886,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		int rc;
 
 		pthread_mutex_unlock(&f->lock);
-		if (!dirty_ok)
+		if (!dirty_ok || wb_failed_has(failed, f))
 			return 0;
 		/* kept: mapped afresh, its pages would fault in at every run */
 		if (!st->demote_buf)
@@ -1822,7 +1898,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		rc = wb_run(f, &pos, ZR_WB_ALL, true, buf, &found);
 		pthread_mutex_unlock(&f->io_lock);
 		if (rc) {
-			(*wb_fail)++;
+			wb_failed_add(failed, f, rc);
 			return 0;
 		}
 		pthread_mutex_lock(&f->lock);
@@ -1844,14 +1920,18 @@ skip:
 }
 
 /* Demote down to @target (see zr_store_reclaim()); caller holds reclaim_lock.
- * @wb_fails: when not NULL, receives the number of writebacks that failed. */
+ * @wb_err: when not NULL, receives the first writeback error of the pass
+ * that refuses every file (wb_failed.global_err), or 0. */
 static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks,
-			      unsigned *wb_fails)
+			      int *wb_err)
 {
 	uint64_t done = 0, freed = 0, idle = 0, limit, since_compact = 0;
 	uint64_t start = zr_store_mem_used(st);
-	unsigned wb_fail = 0;
+	struct wb_failed failed = { .nfiles = 0 };
 	bool any = false, progress;
+
+	if (wb_err)
+		*wb_err = 0;
 
 	if (start <= target)
 		return 0;
@@ -1862,15 +1942,17 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 							      1024u), UINT32_MAX));
 	while (zr_store_mem_used(st) > target && done < max_blocks && idle < limit) {
 		struct zr_policy_cand c;
-		bool dirty_ok = st->ops.writeback && wb_fail < WB_FAIL_LIMIT;
+		bool dirty_ok = st->ops.writeback && !failed.global_err &&
+				failed.nfiles < WB_FAIL_FILES;
 		uint64_t n;
 
-		sample(st, dirty_ok);
+		sample(st, dirty_ok, &failed);
 		if (!zr_policy_take(st->pol, file_try_get, &c)) {
 			idle++;
 			continue;
 		}
-		n = demote(st, &c, dirty_ok, &wb_fail, &progress);
+		n = demote(st, &c, dirty_ok, recompress_fits(st, &since_compact), &failed,
+			   &progress);
 		zr_file_put(c.file);
 		if (!progress) {
 			idle++;
@@ -1889,8 +1971,8 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 	}
 	if (any && zr_store_mem_used(st) > target)
 		zr_zpool_compact(st->pool);
-	if (wb_fails)
-		*wb_fails = wb_fail;
+	if (wb_err)
+		*wb_err = failed.global_err;
 	return any ? (int64_t)freed : -ENOSPC;
 }
 
@@ -1905,8 +1987,8 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 }
 
 /*
- * Reclaim passes a writer makes before it gets ENOSPC while no writeback
- * failed. A pass can end
+ * Reclaim passes a writer makes before it gets ENOSPC, unless the backing
+ * filesystem refuses every file (full, over quota, read-only). A pass can end
  * with no room for reasons that pass: other writers took the room it made
  * (the check is made without the lock), or the blocks it sampled were busy
  * (being written, or written back by another thread). On two loaded CPUs
@@ -1921,7 +2003,7 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 {
 	uint64_t budget, target;
-	unsigned wb_fails = 0;
+	int wb_err = 0;
 
 	/* The pool commits whole pages: an object may start a new one. */
 	need += POOL_PAGE;
@@ -1939,14 +2021,16 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 				target = 0;
 			else if (target > budget - need)
 				target = budget - need;
-			reclaim_locked(st, target, UINT64_MAX, &wb_fails);
+			reclaim_locked(st, target, UINT64_MAX, &wb_err);
 		}
 		pthread_mutex_unlock(&st->reclaim_lock);
 		if (zr_store_mem_used(st) + need <= budget)
 			return 0;
-		/* full for good: the backing filesystem refuses the writeback,
-		 * or dirty blocks cannot be written back at all */
-		if (wb_fails || !st->ops.writeback)
+		/* full for good: the backing filesystem refuses every
+		 * writeback, or dirty blocks cannot be written back at all
+		 * (an error of some files only, EIO, leaves the others to
+		 * the next pass) */
+		if (wb_err || !st->ops.writeback)
 			break;
 	}
 	return -ENOSPC;

@@ -26,7 +26,8 @@
 struct rec {
 	unsigned ncalls;
 	struct { void *owner; uint64_t index; unsigned n; } call[MAX_CALLS];
-	int fail;			/* returned by every call when non-zero */
+	int fail;			/* returned by every call when non-zero ... */
+	void *fail_owner;		/* ... or by the calls for this owner only */
 	uint32_t bs;
 	uint64_t bytes;
 	/* Optional: rewrite this block of this file during the call. */
@@ -70,7 +71,7 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 		}
 		free(exp);
 	}
-	if (r->fail)
+	if (r->fail && (!r->fail_owner || owner == r->fail_owner))
 		return r->fail;
 	r->bytes += (uint64_t)nblocks * r->bs;
 	return 0;
@@ -1318,6 +1319,114 @@ START_TEST(test_many_files)
 }
 END_TEST
 
+/*
+ * One file whose writeback keeps failing (EIO) must not give the writers
+ * of other files ENOSPC: its blocks, never written, keep the lowest scores
+ * and are taken first by every pass, which used to stop writing back any
+ * dirty block after four failures. An error that refuses every file
+ * (ENOSPC) still ends make_room at once, after one writeback.
+ */
+START_TEST(test_one_bad_file)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 1 << 20, i;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	int bad_owner, good_owner;
+	struct zr_file *bad, *good;
+	struct zr_stats s;
+	unsigned calls;
+
+	ck_assert_int_eq(zr_file_create(st, &bad_owner, &bad), 0);
+	ck_assert_int_eq(zr_file_create(st, &good_owner, &good), 0);
+	r.fail = -EIO;
+	r.fail_owner = &bad_owner;
+	for (i = 0; i < 8; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(bad, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	for (i = 0; i < 400; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(good, i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_le(zr_store_mem_used(st), budget + bs);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.enospc, 0);
+	ck_assert_uint_gt(s.writeback_errors, 0);
+	/* The bad file kept all its data; its error waits for fsync. */
+	ck_assert_uint_eq(zr_file_nblocks(bad), 8);
+	for (i = 0; i < 8; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_file_read(bad, i, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	ck_assert_int_eq(zr_file_take_error(bad), -EIO);
+	ck_assert_int_eq(zr_file_take_error(good), 0);
+	/* A full backing filesystem refuses everyone: ENOSPC after one try. */
+	r.fail = -ENOSPC;
+	r.fail_owner = NULL;
+	while (zr_store_make_room(st, bs) == 0) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_file_write(good, i++, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_lt(i, 1000);
+	}
+	calls = r.ncalls;
+	ck_assert_int_eq(zr_store_make_room(st, bs), -ENOSPC);
+	ck_assert_uint_eq(r.ncalls - calls, 1);
+	zr_file_put(bad);
+	zr_file_put(good);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
+/*
+ * Recompression must not take the tier past its budget: the cold copy
+ * takes new pages before the hot object's hole gives its page back, which
+ * only compaction does. Both the idle pass over a tier filled to 85% and
+ * the reclaim of writers (which recompresses hot dirty blocks first) once
+ * peaked a third above a 4 MiB budget.
+ */
+START_TEST(test_recompress_budget)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 4 << 20, slack = 2 * bs, i, n;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (n = 0; zr_store_mem_used(st) < budget / 100 * 85; n++) {
+		zr_datagen_fill(ZR_DATA_TEXT, n, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(f, n, in, ZR_WRITE_DIRTY), 0);
+	}
+	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);	/* marks */
+	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_gt(s.recompressions, n / 2);
+	ck_assert_uint_le(s.mem_used_max, budget + slack);
+	/* Writers past the budget, with reclaim recompressing as it goes. */
+	for (i = n; i < n + 2000; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_gt(s.writebacks, 0);
+	ck_assert_uint_le(s.mem_used_max, budget + slack);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
@@ -1349,6 +1458,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
 	tcase_add_test(tc, test_many_files);
+	tcase_add_test(tc, test_one_bad_file);
+	tcase_add_test(tc, test_recompress_budget);
 	tcase_add_test(tc, test_recompress_idle);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
