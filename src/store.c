@@ -1703,20 +1703,23 @@ static inline bool recompress_candidate(const struct zr_slot *s)
  * the cold codec on dirty hot blocks first), took the tier a third past
  * its budget. When it does not fit and @holes (bytes freed since the last
  * compaction) could give a page back, compacts first and zeroes *@holes.
- * Call with no file lock held.
+ * Call with no file lock held. (recompress_room(): the check alone.)
  */
+static bool recompress_room(struct zr_store *st)
+{
+	return zr_store_mem_used(st) + st->cfg.block_size + POOL_PAGE <=
+	       zr_stat_read(&st->cfg.budget);
+}
+
 static bool recompress_fits(struct zr_store *st, uint64_t *holes)
 {
-	uint64_t budget = zr_stat_read(&st->cfg.budget);
-	uint64_t need = st->cfg.block_size + POOL_PAGE;
-
-	if (zr_store_mem_used(st) + need <= budget)
+	if (recompress_room(st))
 		return true;
 	if (*holes < POOL_PAGE)
 		return false;
 	zr_zpool_compact(st->pool);
 	*holes = 0;
-	return zr_store_mem_used(st) + need <= budget;
+	return recompress_room(st);
 }
 
 /*
@@ -1753,8 +1756,7 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 				n = recompress(f, s);
 				saved += n;
 				holes += n;
-				if (zr_store_mem_used(st) + st->cfg.block_size + POOL_PAGE >
-				    zr_stat_read(&st->cfg.budget)) {
+				if (!recompress_room(st)) {
 					/* (the next pass tries again) */
 					pthread_mutex_unlock(&f->lock);
 					fits = recompress_fits(st, &holes);
