@@ -18,7 +18,10 @@
  * being created with the inode number of the handle's freed file. With
  * ZR_FAULT_CHOWN=1, fchownat(2) of a name whose last component is
  * ZR_FAULT_NAME fails with EDQUOT while armed, as when the new owner is
- * over quota. (Built without _FILE_OFFSET_BITS=64, which would make
+ * over quota. With ZR_FAULT_NOPUNCH=1, fallocate(2) with
+ * FALLOC_FL_PUNCH_HOLE fails with EOPNOTSUPP on every file (armed or not),
+ * as on a backing filesystem without holes (NFSv3, vfat; ext2 punches
+ * holes on current kernels). (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
@@ -211,4 +214,32 @@ int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 		return -1;
 	}
 	return real(dirfd, path, uid, gid, flags);
+}
+
+typedef int (*fallocate_fn)(int, int, off_t, off_t);
+
+static int nopunch_fallocate(const char *sym, int fd, int mode, off_t off, off_t len)
+{
+	fallocate_fn real = (fallocate_fn)dlsym(RTLD_NEXT, sym);
+	const char *on = getenv("ZR_FAULT_NOPUNCH");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (on && strcmp(on, "1") == 0 && (mode & FALLOC_FL_PUNCH_HOLE)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return real(fd, mode, off, len);
+}
+
+int fallocate(int fd, int mode, off_t off, off_t len)
+{
+	return nopunch_fallocate("fallocate", fd, mode, off, len);
+}
+
+int fallocate64(int fd, int mode, off64_t off, off64_t len)
+{
+	return nopunch_fallocate("fallocate64", fd, mode, off, len);
 }
