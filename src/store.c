@@ -1735,12 +1735,13 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	struct zr_file *f = NULL;
 	uint64_t saved = 0, done = 0, holes = 0, pos, idx, n;
 	uint32_t clock = zr_policy_clock(st->pol);
-	bool fits = recompress_fits(st, &holes);
 	struct zr_slot *s;
+	bool fits;
 
 	*more = false;
 	if (mark == 0)
 		return 0;	/* no pass before this one: nothing is idle yet */
+	fits = recompress_fits(st, &holes);
 	while (fits && !*more && (f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;

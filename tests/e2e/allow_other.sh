@@ -92,25 +92,25 @@ if zr_real; then
 	# fchownat fails with EDQUOT on names "quota*": the file, directory
 	# and fifo must not stay behind as root's
 	FAULT=$(zr_helper zr_fault.so)
+	# make_as_nobody KIND: nobody makes pub/quota-KIND (file, dir or fifo)
+	make_as_nobody() {
+		case $1 in
+		file) as_nobody bash -c "echo x >'$ZR_MNT/pub/quota-file'" ;;
+		dir) as_nobody mkdir "$ZR_MNT/pub/quota-dir" ;;
+		fifo) as_nobody mkfifo "$ZR_MNT/pub/quota-fifo" ;;
+		esac
+	}
 	touch "$ZR_TMP/armed"
 	for kind in file dir fifo; do
 		ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_CHOWN=1 ZR_FAULT_NAME=quota-$kind \
 			LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
 			zr_mount "allow_other" "$B" "$M"
-		case $kind in
-		file) zr_expect_err "Disk quota exceeded" as_nobody bash -c "echo x >'$ZR_MNT/pub/quota-file'" ;;
-		dir) zr_expect_err "Disk quota exceeded" as_nobody mkdir "$ZR_MNT/pub/quota-dir" ;;
-		fifo) zr_expect_err "Disk quota exceeded" as_nobody mkfifo "$ZR_MNT/pub/quota-fifo" ;;
-		esac
+		zr_expect_err "Disk quota exceeded" make_as_nobody "$kind"
 		[ ! -e "$B/pub/quota-$kind" ] ||
 			fail "backing pub/quota-$kind stayed behind, owned by $(stat -c %u:%g "$B/pub/quota-$kind")"
 		[ ! -e "$ZR_MNT/pub/quota-$kind" ] || fail "pub/quota-$kind is visible through the mount"
 		rm -f "$ZR_TMP/armed"
-		case $kind in
-		file) as_nobody bash -c "echo x >'$ZR_MNT/pub/quota-file'" ;;
-		dir) as_nobody mkdir "$ZR_MNT/pub/quota-dir" ;;
-		fifo) as_nobody mkfifo "$ZR_MNT/pub/quota-fifo" ;;
-		esac || fail "nobody cannot make pub/quota-$kind once chown works"
+		make_as_nobody "$kind" || fail "nobody cannot make pub/quota-$kind once chown works"
 		[ "$(stat -c %u:%g "$B/pub/quota-$kind")" = "$U:$U" ] ||
 			fail "backing pub/quota-$kind is owned by $(stat -c %u:%g "$B/pub/quota-$kind")"
 		touch "$ZR_TMP/armed"
