@@ -1435,45 +1435,50 @@ static void zero_part(char *blk, uint64_t bstart, uint64_t bs, uint64_t off, uin
 }
 
 /*
+ * Zero bytes [@a, @b) of backing file @fd that it holds (none past its end,
+ * which reads as zeros already), for a punch where the backing filesystem
+ * has no holes. Written straight to the file: kept in the tier as dirty
+ * zero blocks, a large punch cost a slot per block of map with no room
+ * made for it (1 GiB in 4 KiB blocks: 6 MiB over a 1 MiB budget).
+ * @return 0 or -errno; *@done is where the zeros on disk end (@b after
+ * success, less after an error: [@a, *@done) reads as zeros).
+ */
+static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t *done)
+{
+	static const char zeros[64 * 1024];
+	struct stat st;
+	uint64_t held;
+	int rc = 0;
+
+	*done = a;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	held = ZR_MIN(b, (uint64_t)st.st_size);
+	while (a < held && rc == 0) {
+		size_t n = (size_t)ZR_MIN(held - a, (uint64_t)sizeof(zeros));
+
+		rc = full_pwrite(fd, zeros, n, (off_t)a);
+		if (rc == 0)
+			a += n;
+	}
+	*done = rc ? a : b;
+	return rc;
+}
+
+/*
  * Zero [off, off+len) of @ino in the store and the backing file (punch).
  * The file's I/O mutex is held throughout, so that no writeback of an
  * older block lands after the hole is made. The blocks the hole cuts into
  * (at most two: the edges) are zeroed in part and made ready in the pool
  * before anything changes, so that a pool that cannot take them leaves the
  * file as it was (-ENOSPC). When the backing filesystem cannot punch
- * holes, the range becomes dirty zero blocks instead (they cost no pool
- * memory) and is zeroed on disk at writeback. Caller holds ino->lock
- * exclusive.
- * @return 0 or -errno; the file is unchanged after an error, but for the
- * map nodes that fail to allocate in a backing filesystem without holes
- * (then what was zeroed before stays so).
+ * holes, the whole blocks are zeroed in the backing file (zero_backing())
+ * and dropped from the tier, and the edges become dirty blocks. Caller
+ * holds ino->lock exclusive.
+ * @return 0 or -errno; the file is unchanged after an error, but for a
+ * failed write of zeros in a backing filesystem without holes (then the
+ * whole blocks written before it read as zeros).
  */
-/*
- * Zero bytes [@a, @b) of backing file @fd that it holds (none past its end,
- * which reads as zeros already), for a punch where the backing filesystem
- * has no holes. Written straight to the file: kept in the tier as dirty
- * zero blocks, a large punch cost a slot per block of map with no room
- * made for it (1 GiB in 4 KiB blocks: 6 MiB over a 1 MiB budget).
- * @return 0 or -errno.
- */
-static int zero_backing(int fd, uint64_t a, uint64_t b)
-{
-	static const char zeros[64 * 1024];
-	struct stat st;
-	int rc = 0;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	b = ZR_MIN(b, (uint64_t)st.st_size);
-	while (a < b && rc == 0) {
-		size_t n = (size_t)ZR_MIN(b - a, (uint64_t)sizeof(zeros));
-
-		rc = full_pwrite(fd, zeros, n, (off_t)a);
-		a += n;
-	}
-	return rc;
-}
-
 static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		       uint64_t off, uint64_t len)
 {
@@ -1483,6 +1488,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	struct zr_prepared edge[2] = { 0 };	/* (hold nothing) */
 	uint64_t eidx[2] = { off / bs, end > 0 ? (end - 1) / bs : 0 };
 	bool want[2] = { false, false }, cached[2] = { false, false }, punched;
+	uint64_t zeroed;	/* (no holes) where zero_backing()'s zeros end */
 	char *blk = scratch_block();
 	int rc = 0;
 
@@ -1537,9 +1543,12 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				goto out;
 			}
 		}
-		rc = zero_backing(fd, first * bs, last * bs);
-		if (rc == 0 && last > first)
-			zr_file_drop(ino->blocks, first, last - first);
+		/* what is zeros on disk leaves the tier, also after an
+		 * error (a clean block there would read the old data until
+		 * it were dropped) */
+		rc = zero_backing(fd, first * bs, last * bs, &zeroed);
+		if (zeroed / bs > first)
+			zr_file_drop(ino->blocks, first, zeroed / bs - first);
 		for (int i = 0; i < 2 && rc == 0; i++)
 			if (want[i])
 				rc = zr_file_install(ino->blocks, eidx[i], &edge[i],
