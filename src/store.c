@@ -1560,8 +1560,10 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
 struct wb_failed {
 	const struct zr_file *file[WB_FAIL_FILES];
 	unsigned nfiles;
-	int global_err;		/* first error that refuses every file: -ENOSPC,
-				 * -EDQUOT or -EROFS; 0 when none */
+	const struct zr_file *space_file;	/* the first file refused with
+						 * -ENOSPC, -EDQUOT or -EROFS */
+	int global_err;		/* such an error of a second file: taken as
+				 * refusing every file; 0 when none */
 };
 
 static bool wb_failed_has(const struct wb_failed *w, const struct zr_file *f)
@@ -1572,10 +1574,22 @@ static bool wb_failed_has(const struct wb_failed *w, const struct zr_file *f)
 	return false;
 }
 
+/*
+ * Remember @f, whose writeback failed with @rc. A full, over-quota or
+ * read-only backing filesystem refuses every file, but each of those errors
+ * can also be one file's: a quota is charged to the file's owner (files
+ * are given to their creators with allow_other), a submount may be
+ * read-only, a project quota covers one tree. So the pass gives up on
+ * writeback only when a second file is refused so.
+ */
 static void wb_failed_add(struct wb_failed *w, const struct zr_file *f, int rc)
 {
-	if (!w->global_err && (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS))
-		w->global_err = rc;
+	if (!w->global_err && (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS)) {
+		if (!w->space_file)
+			w->space_file = f;
+		else if (w->space_file != f)
+			w->global_err = rc;
+	}
 	if (!wb_failed_has(w, f) && w->nfiles < WB_FAIL_FILES)
 		w->file[w->nfiles++] = f;
 }
@@ -1991,7 +2005,8 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 
 /*
  * Reclaim passes a writer makes before it gets ENOSPC, unless the backing
- * filesystem refuses every file (full, over quota, read-only). A pass can end
+ * filesystem refuses every file (full, over quota, read-only: two files
+ * refused so in one pass, see wb_failed_add()). A pass can end
  * with no room for reasons that pass: other writers took the room it made
  * (the check is made without the lock), or the blocks it sampled were busy
  * (being written, or written back by another thread). On two loaded CPUs
