@@ -1435,25 +1435,21 @@ static void zero_part(char *blk, uint64_t bstart, uint64_t bs, uint64_t off, uin
 }
 
 /*
- * Zero bytes [@a, @b) of backing file @fd that it holds (none past its end,
- * which reads as zeros already), for a punch where the backing filesystem
- * has no holes. Written straight to the file: kept in the tier as dirty
- * zero blocks, a large punch cost a slot per block of map with no room
- * made for it (1 GiB in 4 KiB blocks: 6 MiB over a 1 MiB budget).
+ * Zero bytes [@a, @b) of backing file @fd up to @held (its size before
+ * the punch: past it, it reads as zeros already), for a punch where the
+ * backing filesystem has no holes. Written straight to the file: kept in
+ * the tier as dirty zero blocks, a large punch cost a slot per block of map
+ * with no room made for it (1 GiB in 4 KiB blocks: 6 MiB over a 1 MiB
+ * budget).
  * @return 0 or -errno; *@done is where the zeros on disk end (@b after
  * success, less after an error: [@a, *@done) reads as zeros).
  */
-static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t *done)
+static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t held, uint64_t *done)
 {
 	static const char zeros[64 * 1024];
-	struct stat st;
-	uint64_t held;
 	int rc = 0;
 
-	*done = a;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	held = ZR_MIN(b, (uint64_t)st.st_size);
+	held = ZR_MIN(b, held);
 	while (a < held && rc == 0) {
 		size_t n = (size_t)ZR_MIN(held - a, (uint64_t)sizeof(zeros));
 
@@ -1489,6 +1485,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	uint64_t eidx[2] = { off / bs, end > 0 ? (end - 1) / bs : 0 };
 	bool want[2] = { false, false }, cached[2] = { false, false }, punched;
 	uint64_t zeroed;	/* (no holes) where zero_backing()'s zeros end */
+	uint64_t held = 0;	/* the backing file's size before the punch */
 	char *blk = scratch_block();
 	int rc = 0;
 
@@ -1516,6 +1513,22 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			rc = -ENOSPC;
 			goto out;
 		}
+	}
+	if (end > off) {
+		/* whole dirty blocks past the backing file's end are the
+		 * only record of the file's size there: dropped, they would
+		 * never extend it, and the file would come back shorter. So
+		 * the backing file first reaches the punched end (a hole,
+		 * or zeros where there are none), where a failure changes
+		 * nothing (it stays within the file's size) */
+		struct stat st;
+
+		if (fstat(fd, &st) < 0 ||
+		    ((uint64_t)st.st_size < end && ftruncate(fd, (off_t)end) < 0)) {
+			rc = errno == EBADF ? -EROFS : -errno;
+			goto out;
+		}
+		held = (uint64_t)st.st_size;
 	}
 	punched = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			    (off_t)off, (off_t)len) == 0;
@@ -1546,7 +1559,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		/* what is zeros on disk leaves the tier, also after an
 		 * error (a clean block there would read the old data until
 		 * it were dropped) */
-		rc = zero_backing(fd, first * bs, last * bs, &zeroed);
+		rc = zero_backing(fd, first * bs, last * bs, held, &zeroed);
 		if (zeroed / bs > first)
 			zr_file_drop(ino->blocks, first, zeroed / bs - first);
 		for (int i = 0; i < 2 && rc == 0; i++)
@@ -1562,18 +1575,6 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			if (cached[i])
 				(void)zr_file_install(ino->blocks, eidx[i], &edge[i],
 						      ZR_WRITE_DIRTY);
-	}
-	if (rc == 0 && end > off) {
-		/* whole dirty blocks past the backing file's end were the
-		 * only record of the file's size there: dropped, they would
-		 * never extend it, and the file would come back shorter. The
-		 * backing file reaches the punched end now (a hole, or zeros
-		 * where there are none). */
-		struct stat st;
-
-		if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < end &&
-		    ftruncate(fd, (off_t)end) < 0)
-			rc = -errno;
 	}
 out:
 	if (ino->blocks) {

@@ -5,8 +5,10 @@
 # ext2, which this test once used, punches holes on current kernels). The
 # range reads as zeros through the mount, after the tier drops its clean
 # blocks, and in the backing file after unmount, for data on disk and for
-# dirty data; and a 1 GiB punch in 4 KiB blocks stays within a 1 MiB
-# budget (as dirty zero blocks in the tier it took 6 MiB of map).
+# dirty data; a punch whose extension of the backing file fails changes
+# nothing (it once dropped the dirty blocks that held the file's size
+# first); and a 1 GiB punch in 4 KiB blocks stays within a 1 MiB budget
+# (as dirty zero blocks in the tier it took 6 MiB of map).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "punches holes through the daemon"
@@ -17,7 +19,8 @@ B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 # mount_nopunch OPTS: zramfs over $B, whose punches fail with EOPNOTSUPP
 mount_nopunch() {
-	ZR_FAULT_NOPUNCH=1 LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+	ZR_FAULT_NOPUNCH=1 ZR_FAULT_FTRUNCATE_ERR=1 ZR_FAULT_NAME=h ZR_FAULT_ARMED=$ZR_TMP/armed \
+		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
 		zr_mount "$1" "$B" "$M"
 }
 mount_nopunch "size=32M,dirty_expire=1h"
@@ -47,16 +50,26 @@ zr_drop_kcache
 for n in f g; do
 	cmp "$ZR_TMP/expected" "$ZR_MNT/$n" || fail "hole in $n not zero after drop_clean"
 done
+say "1 MiB of dirty 0xff in h, a punch of its last 960 KiB whose extension of the backing file fails"
+head -c $((1 << 20)) /dev/zero | tr '\0' '\377' >"$ZR_TMP/h"
+cp "$ZR_TMP/h" "$ZR_MNT/h" || fail "writing h failed"
+[ "$(stat -c %s "$B/h")" -lt $((1 << 20)) ] || fail "backing h is already 1 MiB: the case needs its data dirty"
+touch "$ZR_TMP/armed"
+fallocate -p -o 65536 -l $(((1 << 20) - 65536)) "$ZR_MNT/h" 2>/dev/null &&
+	fail "the punch of h succeeded though the backing file could not be extended"
+rm -f "$ZR_TMP/armed"
+cmp "$ZR_TMP/h" "$ZR_MNT/h" || fail "the failed punch changed h through the mount"
 zr_umount
 for n in f g; do
 	cmp "$ZR_TMP/expected" "$B/$n" || fail "hole in $n not zero in the backing file"
 done
 # the backing filesystem punched nothing: the zeros are written out
 [ "$(du -k "$B/f" | cut -f1)" -ge 1024 ] || fail "backing f has holes ($(du -k "$B/f" | cut -f1) KiB): the no-holes path was not taken"
+cmp "$ZR_TMP/h" "$B/h" || fail "backing h ($(stat -c %s "$B/h") bytes) is not the 1 MiB written: the failed punch lost data"
 
 if zr_stats_on; then
 	say "a 1 GiB punch with 4 KiB blocks and a 1 MiB budget"
-	rm -f "$B/f" "$B/g"
+	rm -f "$B/f" "$B/g" "$B/h"
 	mount_nopunch "size=1m,block_size=4k,dirty_expire=1h"
 	head -c $((1 << 20)) /dev/urandom >"$ZR_TMP/head"
 	cp "$ZR_TMP/head" "$ZR_MNT/big" && truncate -s 1G "$ZR_MNT/big" && sync "$ZR_MNT/big" ||

@@ -21,7 +21,9 @@
  * over quota. With ZR_FAULT_NOPUNCH=1, fallocate(2) with
  * FALLOC_FL_PUNCH_HOLE fails with EOPNOTSUPP on every file (armed or not),
  * as on a backing filesystem without holes (NFSv3, vfat; ext2 punches
- * holes on current kernels). (Built without _FILE_OFFSET_BITS=64, which would make
+ * holes on current kernels). With ZR_FAULT_FTRUNCATE_ERR=1, ftruncate(2)
+ * of ZR_FAULT_NAME fails with ENOSPC while armed, as when extending a file
+ * allocates on a full filesystem without holes. (Built without _FILE_OFFSET_BITS=64, which would make
  * pread an alias of pread64: the daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
@@ -143,13 +145,18 @@ ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
 
 typedef int (*ftruncate_fn)(int, off_t);
 
-static int delayed_ftruncate(const char *sym, int fd, off_t len)
+static int faulty_ftruncate(const char *sym, int fd, off_t len)
 {
 	ftruncate_fn real = (ftruncate_fn)dlsym(RTLD_NEXT, sym);
 	const char *ms_s = getenv("ZR_FAULT_FTRUNCATE_DELAY_MS");
+	const char *err = getenv("ZR_FAULT_FTRUNCATE_ERR");
 
 	if (!real) {
 		errno = ENOSYS;
+		return -1;
+	}
+	if (err && strcmp(err, "1") == 0 && fault_file(fd)) {
+		errno = ENOSPC;
 		return -1;
 	}
 	/* (unlink() decides which of two racing calls is the first) */
@@ -165,12 +172,12 @@ static int delayed_ftruncate(const char *sym, int fd, off_t len)
 
 int ftruncate(int fd, off_t len)
 {
-	return delayed_ftruncate("ftruncate", fd, len);
+	return faulty_ftruncate("ftruncate", fd, len);
 }
 
 int ftruncate64(int fd, off64_t len)
 {
-	return delayed_ftruncate("ftruncate64", fd, len);
+	return faulty_ftruncate("ftruncate64", fd, len);
 }
 
 typedef int (*open_by_handle_fn)(int, struct file_handle *, int);
