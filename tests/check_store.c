@@ -1319,17 +1319,18 @@ START_TEST(test_many_files)
 }
 END_TEST
 
-/*
- * One file whose writeback keeps failing (EIO) must not give the writers
- * of other files ENOSPC: its blocks, never written, keep the lowest scores
- * and are taken first by every pass, which used to stop writing back any
- * dirty block after four failures. An error that refuses every file
- * (ENOSPC) still ends make_room at once, after one writeback.
- */
 /* Errors one file's writeback may get (_i picks one): EIO from a bad spot,
  * and those that may refuse every file but can be one file's too. */
 static const int one_file_errs[] = { -EIO, -EDQUOT, -EROFS, -ENOSPC };
 
+/*
+ * One file whose writeback keeps failing must not give the writers of
+ * other files ENOSPC: its blocks, never written, keep the lowest scores
+ * and are taken first by every pass, which used to stop writing back any
+ * dirty block after four failures (EIO) or at once (ENOSPC, EDQUOT,
+ * EROFS). When every file is refused (a full disk), make_room ends at once
+ * after the second file's failed writeback.
+ */
 START_TEST(test_one_bad_file)
 {
 	uint32_t bs = 16384;

@@ -23,8 +23,9 @@
  * as on a backing filesystem without holes (NFSv3, vfat; ext2 punches
  * holes on current kernels). With ZR_FAULT_FTRUNCATE_ERR=1, ftruncate(2)
  * of ZR_FAULT_NAME fails with ENOSPC while armed, as when extending a file
- * allocates on a full filesystem without holes. (Built without _FILE_OFFSET_BITS=64, which would make
- * pread an alias of pread64: the daemon, built with it, calls pread64.)
+ * allocates on a full filesystem without holes. (Built without
+ * _FILE_OFFSET_BITS=64, which would make pread an alias of pread64: the
+ * daemon, built with it, calls pread64.)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
