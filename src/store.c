@@ -1549,7 +1549,8 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
 }
 
 /*
- * The files whose writeback failed in one reclaim pass. Their dirty blocks
+ * The files whose writeback failed in one reclaim pass, and those it found
+ * busy (below). Their dirty blocks
  * are passed over for the rest of the pass, so that one file the backing
  * filesystem refuses (a bad spot, a quota, a read-only submount) does not
  * keep the others' dirty blocks in RAM and give their writers ENOSPC: such
@@ -1564,14 +1565,33 @@ struct wb_failed {
 						 * -ENOSPC, -EDQUOT or -EROFS */
 	int global_err;		/* such an error of a second file: taken as
 				 * refusing every file; 0 when none */
+	/* Files whose io_lock was held when demote() came to write back a
+	 * dirty block (an fsync, truncate or punch in progress): their dirty
+	 * blocks are passed over as well, until a lap finds nothing else to
+	 * demote; then the pass waits for io_lock (wait_io). A busy file's
+	 * blocks would fill the candidate pool as a failed file's do. */
+	const struct zr_file *busy[WB_FAIL_FILES];
+	unsigned nbusy;
+	bool wait_io;
 };
+
+static bool files_have(const struct zr_file *const *v, unsigned n, const struct zr_file *f)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == f)
+			return true;
+	return false;
+}
 
 static bool wb_failed_has(const struct wb_failed *w, const struct zr_file *f)
 {
-	for (unsigned i = 0; i < w->nfiles; i++)
-		if (w->file[i] == f)
-			return true;
-	return false;
+	return files_have(w->file, w->nfiles, f);
+}
+
+/* Whether the pass may write back dirty blocks of @f now. */
+static bool wb_dirty_ok(const struct wb_failed *w, const struct zr_file *f)
+{
+	return !wb_failed_has(w, f) && (w->wait_io || !files_have(w->busy, w->nbusy, f));
 }
 
 /*
@@ -1597,7 +1617,7 @@ static void wb_failed_add(struct wb_failed *w, const struct zr_file *f, int rc)
 /*
  * Move the sweep cursor over up to ZR_POLICY_SAMPLES slots, offering each
  * to the policy's candidate pool (dirty ones only when @dirty_ok, and not
- * those of a file in @failed).
+ * those of a file @failed passes over: wb_dirty_ok()).
  * Caller holds reclaim_lock. @return slots looked at.
  */
 static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_failed *failed)
@@ -1630,7 +1650,7 @@ static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_faile
 		pos = st->cursor_index;
 		pthread_mutex_unlock(&st->files_lock);
 
-		file_dirty_ok = dirty_ok && !wb_failed_has(failed, f);
+		file_dirty_ok = dirty_ok && wb_dirty_ok(failed, f);
 		pthread_mutex_lock(&f->lock);
 		while (seen < ZR_POLICY_SAMPLES && (s = map_next(f, pos, &idx))) {
 			seen++;
@@ -1862,8 +1882,9 @@ uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ra
  * a hot block, or write back a dirty one and drop it. Caller holds
  * reclaim_lock only. Sets *@progress when something changed; the cold codec
  * is tried only when @recomp_ok (recompress_fits()), and a dirty block is
- * written back only when @dirty_ok and its file is not in @failed, to which
- * a failed writeback adds it. @return bytes of RAM freed.
+ * written back only when @dirty_ok and wb_dirty_ok(@failed), to which a
+ * failed writeback adds its file, as does finding its io_lock held (unless
+ * @failed->wait_io). @return bytes of RAM freed.
  */
 static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		       bool dirty_ok, bool recomp_ok, struct wb_failed *failed,
@@ -1903,7 +1924,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		int rc;
 
 		pthread_mutex_unlock(&f->lock);
-		if (!dirty_ok || wb_failed_has(failed, f))
+		if (!dirty_ok || !wb_dirty_ok(failed, f))
 			return 0;
 		/* kept: mapped afresh, its pages would fault in at every run */
 		if (!st->demote_buf)
@@ -1911,7 +1932,19 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		buf = st->demote_buf;
 		if (!buf)
 			return 0;
-		pthread_mutex_lock(&f->io_lock);
+		/* an fsync, truncate or punch of the file may hold io_lock
+		 * for seconds (a punch of 1 GiB where the backing filesystem
+		 * has no holes writes 1 GiB of zeros), and every writer that
+		 * needs room would wait with us: other blocks are taken
+		 * first, and this one only when a lap found nothing else */
+		if (failed->wait_io) {
+			pthread_mutex_lock(&f->io_lock);
+		} else if (pthread_mutex_trylock(&f->io_lock) != 0) {
+			if (failed->nbusy < WB_FAIL_FILES &&
+			    !files_have(failed->busy, failed->nbusy, f))
+				failed->busy[failed->nbusy++] = f;
+			return 0;
+		}
 		rc = wb_run(f, &pos, ZR_WB_ALL, true, buf, &found);
 		pthread_mutex_unlock(&f->io_lock);
 		if (rc) {
@@ -1957,12 +1990,18 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 		ZR_POLICY_SAMPLES + 2 * ZR_POLICY_POOL + 8;
 	zr_policy_set_decay(st->pol, (uint32_t)ZR_MIN(ZR_MAX(2 * zr_stat_read(&st->nblocks),
 							      1024u), UINT32_MAX));
-	while (zr_store_mem_used(st) > target && done < max_blocks && idle < limit) {
+	while (zr_store_mem_used(st) > target && done < max_blocks &&
+	       (idle < limit || (failed.nbusy && !failed.wait_io))) {
 		struct zr_policy_cand c;
 		bool dirty_ok = st->ops.writeback && !failed.global_err &&
 				failed.nfiles < WB_FAIL_FILES;
 		uint64_t n;
 
+		if (idle >= limit) {
+			/* nothing but blocks of busy files: wait for them */
+			failed.wait_io = true;
+			idle = 0;
+		}
 		sample(st, dirty_ok, &failed);
 		if (!zr_policy_take(st->pol, file_try_get, &c)) {
 			idle++;

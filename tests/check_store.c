@@ -9,9 +9,12 @@
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "datagen.h"
 #include "zr_codec.h"
@@ -1390,6 +1393,94 @@ START_TEST(test_one_bad_file)
 }
 END_TEST
 
+/* A writer thread of test_busy_file: @n blocks into a file, each after
+ * zr_store_make_room(). */
+struct busy_writer {
+	struct zr_store *st;
+	struct zr_file *f;
+	uint64_t first, n;
+	uint32_t bs;
+	int rc;			/* the first failure, or 0 */
+};
+
+static void *busy_writer_run(void *arg)
+{
+	struct busy_writer *w = arg;
+	unsigned char *in = malloc(w->bs);
+
+	w->rc = in ? 0 : -ENOMEM;
+	for (uint64_t i = w->first; i < w->first + w->n && w->rc == 0; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, w->bs);
+		w->rc = zr_store_make_room(w->st, w->bs);
+		if (w->rc == 0)
+			w->rc = zr_file_write(w->f, i, in, ZR_WRITE_DIRTY);
+	}
+	free(in);
+	return NULL;
+}
+
+/*
+ * A file whose I/O mutex is held for long (an fsync, a truncate, a punch
+ * writing 1 GiB of zeros) must not stall the writers of other files: its
+ * dirty blocks, the oldest, are taken first by reclaim, which waited for
+ * the mutex with reclaim_lock held. They are passed over while other
+ * blocks can go; when only they can, the writer waits for the mutex
+ * rather than get ENOSPC.
+ */
+START_TEST(test_busy_file)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 1 << 20, i;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_file *busy, *other;
+	struct busy_writer w = { .st = st, .bs = bs };
+	struct timespec ts;
+	pthread_t t;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &busy), 0);
+	ck_assert_int_eq(zr_file_create(st, NULL, &other), 0);
+	for (i = 0; i < 8; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(busy, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	/* the other file's writes go past the budget many times over */
+	zr_file_io_lock(busy);
+	w.f = other;
+	w.n = 400;
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_writer_run, &w), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	if (pthread_timedjoin_np(t, NULL, &ts) != 0) {
+		zr_file_io_unlock(busy);
+		pthread_join(t, NULL);
+		ck_abort_msg("the writer of another file waited for the busy file's I/O mutex");
+	}
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_uint_eq(zr_file_nblocks(busy), 8);
+	ck_assert_uint_gt(r.ncalls, 0);
+	/* Only the busy file's blocks left: a writer waits for them. */
+	zr_file_drop(other, 0, UINT64_MAX);
+	while (zr_store_mem_used(st) + 2 * bs < budget) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_file_write(busy, i++, in, ZR_WRITE_DIRTY), 0);
+	}
+	w = (struct busy_writer){ .st = st, .f = busy, .first = i, .n = 4, .bs = bs };
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_writer_run, &w), 0);
+	usleep(500 * 1000);	/* longer than make_room's tries (0.2 s) */
+	zr_file_io_unlock(busy);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_uint_le(zr_store_mem_used(st), budget + bs);
+	zr_file_put(busy);
+	zr_file_put(other);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /*
  * Recompression must not take the tier past its budget: the cold copy
  * takes new pages before the hot object's hole gives its page back, which
@@ -1466,6 +1557,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_many_files);
 	tcase_add_loop_test(tc, test_one_bad_file, 0,
 			    (int)(sizeof(one_file_errs) / sizeof(one_file_errs[0])));
+	tcase_add_test(tc, test_busy_file);
 	tcase_add_test(tc, test_recompress_budget);
 	tcase_add_test(tc, test_recompress_idle);
 	tcase_add_test(tc, test_recompress_more);
