@@ -298,6 +298,16 @@ bool zr_file_dirty(struct zr_file *f);
  */
 uint64_t zr_file_redirty(struct zr_file *f);
 
+/**
+ * zr_file_redirty_range() - zr_file_redirty() of blocks [@first, @first +
+ * @count) only (@count UINT64_MAX: to the end), for a caller that has
+ * changed those blocks on disk behind the tier's back (a punch whose write
+ * of zeros failed part way in a block) and wants the tier's copy written
+ * over them again. Blocks under writeback are not marked: a caller that
+ * must mark every block holds zr_file_io_lock(). @return blocks marked.
+ */
+uint64_t zr_file_redirty_range(struct zr_file *f, uint64_t first, uint64_t count);
+
 /** zr_file_redirty() of every file (a failed syncfs of the backing
  * filesystem). @return blocks marked. */
 uint64_t zr_store_redirty_all(struct zr_store *st);

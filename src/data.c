@@ -106,22 +106,35 @@ static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
 	return (ssize_t)done;
 }
 
-/* @return 0 or -errno; never a short write. */
-static int full_pwrite(int fd, const void *buf, size_t len, off_t off)
+/*
+ * Write @len bytes of @buf at @off of @fd, retrying short writes (a
+ * filesystem that fills up writes what fits, then fails the rest).
+ * @return 0 or -errno; *@done is the bytes written: @len after success,
+ * after an error those before it (they are in the file).
+ */
+static int pwrite_counted(int fd, const void *buf, size_t len, off_t off, size_t *done)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+	*done = 0;
+	while (*done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + *done, len - *done,
+				   off + (off_t)*done);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return errno == EBADF ? -EROFS : -errno;
 		}
-		done += (size_t)n;
+		*done += (size_t)n;
 	}
 	return 0;
+}
+
+/* @return 0 or -errno; never a short write. */
+static int full_pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done;
+
+	return pwrite_counted(fd, buf, len, off, &done);
 }
 
 /**
@@ -1437,12 +1450,15 @@ static void zero_part(char *blk, uint64_t bstart, uint64_t bs, uint64_t off, uin
 /*
  * Zero bytes [@a, @b) of backing file @fd up to @held (its size before
  * the punch: past it, it reads as zeros already), for a punch where the
- * backing filesystem has no holes. Written straight to the file: kept in
- * the tier as dirty zero blocks, a large punch cost a slot per block of map
- * with no room made for it (1 GiB in 4 KiB blocks: 6 MiB over a 1 MiB
- * budget).
- * @return 0 or -errno; *@done is where the zeros on disk end (@b after
- * success, less after an error: [@a, *@done) reads as zeros).
+ * backing filesystem has no holes, in writes of 64 KiB. Written straight
+ * to the file: kept in the tier as dirty zero blocks, a large punch cost a
+ * slot per block of map with no room made for it (1 GiB in 4 KiB blocks:
+ * 6 MiB over a 1 MiB budget).
+ * @return 0 or -errno; *@done is where the zeros on disk end, to the byte
+ * (the bytes of a short write count): @b after success, less after an
+ * error, then [@a, *@done) reads as zeros and [*@done, @b) as before. It
+ * may end inside a block (any block size, a short write; a block larger
+ * than 64 KiB, a failed write).
  */
 static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t held, uint64_t *done)
 {
@@ -1451,11 +1467,10 @@ static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t held, uint64_t 
 
 	held = ZR_MIN(b, held);
 	while (a < held && rc == 0) {
-		size_t n = (size_t)ZR_MIN(held - a, (uint64_t)sizeof(zeros));
+		size_t n = (size_t)ZR_MIN(held - a, (uint64_t)sizeof(zeros)), w;
 
-		rc = full_pwrite(fd, zeros, n, (off_t)a);
-		if (rc == 0)
-			a += n;
+		rc = pwrite_counted(fd, zeros, n, (off_t)a, &w);
+		a += w;
 	}
 	*done = rc ? a : b;
 	return rc;
@@ -1472,8 +1487,12 @@ static int zero_backing(int fd, uint64_t a, uint64_t b, uint64_t held, uint64_t 
  * and dropped from the tier, and the edges become dirty blocks. Caller
  * holds ino->lock exclusive.
  * @return 0 or -errno; the file is unchanged after an error, but for a
- * failed write of zeros in a backing filesystem without holes (then the
- * whole blocks written before it read as zeros).
+ * failed write of zeros in a backing filesystem without holes: then the
+ * whole blocks zeroed before it read as zeros, and the block it stopped
+ * in, when the tier holds that block, reads as before (its copy is made
+ * dirty, to be written over the zeros); when the tier does not hold it,
+ * the block reads as it is on disk: zeros up to where the write failed,
+ * the old data after.
  */
 static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		       uint64_t off, uint64_t len)
@@ -1562,6 +1581,14 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		rc = zero_backing(fd, first * bs, last * bs, held, &zeroed);
 		if (zeroed / bs > first)
 			zr_file_drop(ino->blocks, first, zeroed / bs - first);
+		/* the block a failed write stopped in is zeros on disk up to
+		 * @zeroed, the old data after: a clean copy in the tier would
+		 * read the old data until reclaim dropped it, and then half
+		 * zeros. Made dirty, the copy goes over the zeros at its next
+		 * writeback (under the I/O mutex: none is in flight now, so
+		 * it is marked) */
+		if (rc && zeroed % bs)
+			(void)zr_file_redirty_range(ino->blocks, zeroed / bs, 1);
 		for (int i = 0; i < 2 && rc == 0; i++)
 			if (want[i])
 				rc = zr_file_install(ino->blocks, eidx[i], &edge[i],
@@ -1639,6 +1666,13 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	}
 	pthread_rwlock_unlock(&in->lock);
 	zr_fd_put(fs, in);
+	/* the kernel drops its pages of the range after a punch that worked
+	 * only; one that failed may have zeroed part of it (no holes), and
+	 * the pages read the old data there until evicted. (Dirty pages of a
+	 * mapping are written back first, served by the other threads:
+	 * single-threaded, that could deadlock) */
+	if (rc && (mode & FALLOC_FL_PUNCH_HOLE) && !fs->opt->singlethread)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len);
 	fuse_reply_err(req, -rc);
 }
 

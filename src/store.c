@@ -1507,13 +1507,17 @@ uint64_t zr_store_drop_clean(struct zr_store *st)
 	return freed;
 }
 
-uint64_t zr_file_redirty(struct zr_file *f)
+uint64_t zr_file_redirty_range(struct zr_file *f, uint64_t first, uint64_t count)
 {
-	uint64_t n = 0, pos = 0, idx;
+	uint64_t last = (count == UINT64_MAX || first + count < first)
+				? UINT64_MAX : first + count - 1;
+	uint64_t n = 0, pos = first, idx;
 	struct zr_slot *s;
 
+	if (count == 0)
+		return 0;
 	pthread_mutex_lock(&f->lock);
-	while ((s = map_next(f, pos, &idx))) {
+	while ((s = map_next(f, pos, &idx)) && idx <= last) {
 		if (!slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB)) {
 			account(f, s, -1);
 			slot_set_flags(s, ZR_SLOT_DIRTY, 0);
@@ -1526,6 +1530,11 @@ uint64_t zr_file_redirty(struct zr_file *f)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return n;
+}
+
+uint64_t zr_file_redirty(struct zr_file *f)
+{
+	return zr_file_redirty_range(f, 0, UINT64_MAX);
 }
 
 uint64_t zr_store_redirty_all(struct zr_store *st)

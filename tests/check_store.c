@@ -989,7 +989,8 @@ START_TEST(test_stats)
 END_TEST
 
 /* A failed backing fsync: the clean blocks the store holds are marked
- * dirty again and written again by the next writeback. */
+ * dirty again and written again by the next writeback; a range marks only
+ * its own. */
 START_TEST(test_redirty)
 {
 	uint32_t bs = 16384;
@@ -1018,6 +1019,14 @@ START_TEST(test_redirty)
 	ck_assert_uint_eq(s.blocks_dirty, 0);
 	ck_assert_uint_eq(s.writebacks, 8);
 	ck_assert_uint_eq(r.bytes, 8ull * bs);
+	/* a range: only the clean blocks in it (the file holds 0..3) */
+	ck_assert_uint_eq(zr_file_redirty_range(f, 1, 2), 2);
+	ck_assert_uint_eq(zr_file_redirty_range(f, 0, 0), 0);
+	ck_assert_uint_eq(zr_file_redirty_range(f, 4, UINT64_MAX), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 2);
+	ck_assert_uint_eq(zr_file_redirty_range(f, 2, UINT64_MAX), 1);
+	ck_assert_uint_eq(zr_file_redirty(f), 1);
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(in);

@@ -23,9 +23,13 @@
  * as on a backing filesystem without holes (NFSv3, vfat; ext2 punches
  * holes on current kernels). With ZR_FAULT_FTRUNCATE_ERR=1, ftruncate(2)
  * of ZR_FAULT_NAME fails with ENOSPC while armed, as when extending a file
- * allocates on a full filesystem without holes. (Built without
- * _FILE_OFFSET_BITS=64, which would make pread an alias of pread64: the
- * daemon, built with it, calls pread64.)
+ * allocates on a full filesystem without holes. With
+ * ZR_FAULT_PWRITE_AT=N, a pwrite(2) of ZR_FAULT_NAME while armed whose
+ * range covers byte N writes the bytes before N and returns their count (a
+ * short write), or fails with ENOSPC when it starts at N: a filesystem that
+ * fills up at byte N of the file. (Built without _FILE_OFFSET_BITS=64,
+ * which would make pread an alias of pread64 and pwrite of pwrite64: the
+ * daemon, built with it, calls pread64 and pwrite64.)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -61,18 +65,28 @@ static bool fault_file(int fd)
 	return strcmp(base ? base + 1 : path, name) == 0;
 }
 
-/* Whether a pread of @len bytes at @off of @fd must fail. */
-static bool fault_hits(int fd, size_t len, off_t off)
+/*
+ * Whether an I/O of @len bytes at @off of @fd covers the byte the
+ * environment variable @var names, on the armed file; *@at is that byte.
+ */
+static bool fault_covers(const char *var, int fd, size_t len, off_t off, long long *at)
 {
-	const char *at_s = getenv("ZR_FAULT_READ_AT");
-	long long at;
+	const char *at_s = getenv(var);
 
 	if (!at_s)
 		return false;
-	at = atoll(at_s);
-	if (at < (long long)off || at >= (long long)off + (long long)len)
+	*at = atoll(at_s);
+	if (*at < (long long)off || *at >= (long long)off + (long long)len)
 		return false;
 	return fault_file(fd);
+}
+
+/* Whether a pread of @len bytes at @off of @fd must fail. */
+static bool fault_hits(int fd, size_t len, off_t off)
+{
+	long long at;
+
+	return fault_covers("ZR_FAULT_READ_AT", fd, len, off, &at);
 }
 
 /* fsync(2) or fdatasync(2) (@sym) of @fd, failing on the armed file. */
@@ -142,6 +156,38 @@ ssize_t pread(int fd, void *buf, size_t len, off_t off)
 ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
 {
 	return faulty_pread("pread64", fd, buf, len, off);
+}
+
+typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
+
+static ssize_t faulty_pwrite(const char *sym, int fd, const void *buf, size_t len, off_t off)
+{
+	pwrite_fn real = (pwrite_fn)dlsym(RTLD_NEXT, sym);
+	long long at;
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (fault_covers("ZR_FAULT_PWRITE_AT", fd, len, off, &at)) {
+		if (at == (long long)off) {
+			errno = ENOSPC;
+			return -1;
+		}
+		/* what fits before the full spot, as a filesystem writes */
+		len = (size_t)(at - (long long)off);
+	}
+	return real(fd, buf, len, off);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	return faulty_pwrite("pwrite", fd, buf, len, off);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off)
+{
+	return faulty_pwrite("pwrite64", fd, buf, len, off);
 }
 
 typedef int (*ftruncate_fn)(int, off_t);
