@@ -71,6 +71,8 @@
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
 #define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
 #define WB_FAIL_FILES 8		/* files failing writeback before a reclaim pass skips all dirty blocks */
+#define BUSY_TRIES (2 * ZR_POLICY_POOL + 8)	/* tries with nothing done before a reclaim pass
+						 * waits for a busy file (struct wb_failed) */
 #define TRIM_MIN 512u		/* shortest zero tail a block is compressed without */
 #define TRIM_HDR 4u		/* bytes of the length kept, at the head of a trimmed block */
 
@@ -1576,9 +1578,10 @@ struct wb_failed {
 				 * refusing every file; 0 when none */
 	/* Files whose io_lock was held when demote() came to write back a
 	 * dirty block (an fsync, truncate or punch in progress): their dirty
-	 * blocks are passed over as well, until a lap finds nothing else to
-	 * demote; then the pass waits for io_lock (wait_io). A busy file's
-	 * blocks would fill the candidate pool as a failed file's do. */
+	 * blocks are passed over as well, until BUSY_TRIES tries in a row
+	 * find nothing else to demote; then the pass waits for io_lock
+	 * (wait_io). Sampled, a busy file's blocks would fill the candidate
+	 * pool as a failed file's do. */
 	const struct zr_file *busy[WB_FAIL_FILES];
 	unsigned nbusy;
 	bool wait_io;
@@ -1945,7 +1948,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		 * for seconds (a punch of 1 GiB where the backing filesystem
 		 * has no holes writes 1 GiB of zeros), and every writer that
 		 * needs room would wait with us: other blocks are taken
-		 * first, and this one only when a lap found nothing else */
+		 * first, and this one only when nothing else was found */
 		if (failed->wait_io) {
 			pthread_mutex_lock(&f->io_lock);
 		} else if (pthread_mutex_trylock(&f->io_lock) != 0) {
@@ -2006,8 +2009,10 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 				failed.nfiles < WB_FAIL_FILES;
 		uint64_t n;
 
-		if (idle >= limit) {
-			/* nothing but blocks of busy files: wait for them */
+		if (failed.nbusy && !failed.wait_io && idle >= BUSY_TRIES) {
+			/* nothing but blocks of busy files: wait for them
+			 * (after a few tries, not a lap of the sweep: waiting
+			 * is no failure, and a lap of a large tier costs) */
 			failed.wait_io = true;
 			idle = 0;
 		}
