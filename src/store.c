@@ -1561,12 +1561,11 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
 
 /*
  * The files whose writeback failed in one reclaim pass, and those it found
- * busy (below). Their dirty blocks
- * are passed over for the rest of the pass, so that one file the backing
- * filesystem refuses (a bad spot, a quota, a read-only submount) does not
- * keep the others' dirty blocks in RAM and give their writers ENOSPC: such
- * a file's blocks keep the lowest scores and would be taken first every
- * time. (Pointers are only compared: a file freed and another allocated
+ * busy (below). The dirty blocks of the first kind are passed over for the
+ * rest of the pass, so that one file the backing filesystem refuses (a bad
+ * spot, a quota, a read-only submount) does not keep the others' dirty
+ * blocks in RAM and give their writers ENOSPC: such a file's blocks keep
+ * the lowest scores and would be taken first every time. (Pointers are only compared: a file freed and another allocated
  * at its address during the pass is merely passed over too.)
  */
 struct wb_failed {
@@ -1577,11 +1576,11 @@ struct wb_failed {
 	int global_err;		/* such an error of a second file: taken as
 				 * refusing every file; 0 when none */
 	/* Files whose io_lock was held when demote() came to write back a
-	 * dirty block (an fsync, truncate or punch in progress): their dirty
-	 * blocks are passed over as well, until BUSY_TRIES tries in a row
-	 * find nothing else to demote; then the pass waits for io_lock
-	 * (wait_io). Sampled, a busy file's blocks would fill the candidate
-	 * pool as a failed file's do. */
+	 * dirty block (an fsync, truncate or punch in progress): sample()
+	 * skips them whole until BUSY_TRIES tries in a row find nothing else
+	 * to demote; then the pass waits for io_lock (wait_io) and takes
+	 * their blocks again. (Sampled, a busy file's dirty blocks would fill
+	 * the candidate pool as a failed file's do.) */
 	const struct zr_file *busy[WB_FAIL_FILES];
 	unsigned nbusy;
 	bool wait_io;
@@ -1600,10 +1599,16 @@ static bool wb_failed_has(const struct wb_failed *w, const struct zr_file *f)
 	return files_have(w->file, w->nfiles, f);
 }
 
+/* Whether the pass passes over @f as busy now (sample() skips all of it). */
+static bool wb_busy(const struct wb_failed *w, const struct zr_file *f)
+{
+	return !w->wait_io && files_have(w->busy, w->nbusy, f);
+}
+
 /* Whether the pass may write back dirty blocks of @f now. */
 static bool wb_dirty_ok(const struct wb_failed *w, const struct zr_file *f)
 {
-	return !wb_failed_has(w, f) && (w->wait_io || !files_have(w->busy, w->nbusy, f));
+	return !wb_failed_has(w, f) && !wb_busy(w, f);
 }
 
 /*
@@ -1629,8 +1634,11 @@ static void wb_failed_add(struct wb_failed *w, const struct zr_file *f, int rc)
 /*
  * Move the sweep cursor over up to ZR_POLICY_SAMPLES slots, offering each
  * to the policy's candidate pool (dirty ones only when @dirty_ok, and not
- * those of a file @failed passes over: wb_dirty_ok()).
- * Caller holds reclaim_lock. @return slots looked at.
+ * those of a file @failed passes over: wb_dirty_ok()). A busy file
+ * (wb_busy()) is skipped whole, clean blocks too: the cursor would stay
+ * inside a large one for many calls, each looking at slots it cannot
+ * offer, and the pass would wait for the file (BUSY_TRIES) with other
+ * files' blocks to take. Caller holds reclaim_lock. @return slots looked at.
  */
 static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_failed *failed)
 {
@@ -1653,7 +1661,7 @@ static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_faile
 			break;
 		}
 		files++;
-		if (!file_try_get(f)) {
+		if (wb_busy(failed, f) || !file_try_get(f)) {
 			st->cursor = f->next;
 			st->cursor_index = 0;
 			pthread_mutex_unlock(&st->files_lock);
@@ -2009,7 +2017,9 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 				failed.nfiles < WB_FAIL_FILES;
 		uint64_t n;
 
-		if (failed.nbusy && !failed.wait_io && idle >= BUSY_TRIES) {
+		if (!dirty_ok && idle >= limit)
+			break;	/* no dirty block would be taken: no wait */
+		if (dirty_ok && failed.nbusy && !failed.wait_io && idle >= BUSY_TRIES) {
 			/* nothing but blocks of busy files: wait for them
 			 * (after a few tries, not a lap of the sweep: waiting
 			 * is no failure, and a lap of a large tier costs) */

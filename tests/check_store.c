@@ -1410,6 +1410,7 @@ struct busy_writer {
 	uint64_t first, n;
 	uint32_t bs;
 	int rc;			/* the first failure, or 0 */
+	bool started, done;	/* (atomic) */
 };
 
 static void *busy_writer_run(void *arg)
@@ -1417,6 +1418,7 @@ static void *busy_writer_run(void *arg)
 	struct busy_writer *w = arg;
 	unsigned char *in = malloc(w->bs);
 
+	__atomic_store_n(&w->started, true, __ATOMIC_RELEASE);
 	w->rc = in ? 0 : -ENOMEM;
 	for (uint64_t i = w->first; i < w->first + w->n && w->rc == 0; i++) {
 		zr_datagen_fill(ZR_DATA_RANDOM, i, in, w->bs);
@@ -1425,6 +1427,7 @@ static void *busy_writer_run(void *arg)
 			w->rc = zr_file_write(w->f, i, in, ZR_WRITE_DIRTY);
 	}
 	free(in);
+	__atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -1433,13 +1436,15 @@ static void *busy_writer_run(void *arg)
  * writing 1 GiB of zeros) must not stall the writers of other files: its
  * dirty blocks, the oldest, are taken first by reclaim, which waited for
  * the mutex with reclaim_lock held. They are passed over while other
- * blocks can go; when only they can, the writer waits for the mutex
- * rather than get ENOSPC.
+ * blocks can go, however many the busy file has (4000 here, more than the
+ * tries a pass makes before it waits would look at, were the busy file
+ * sampled); when only they can go, the writer waits for the mutex rather
+ * than get ENOSPC.
  */
 START_TEST(test_busy_file)
 {
 	uint32_t bs = 16384;
-	uint64_t budget = 1 << 20, i;
+	uint64_t budget = 1 << 20, i, nbusy;
 	struct rec r;
 	struct zr_store *st = mkstore(bs, budget, &r);
 	unsigned char *in = xmalloc(bs);
@@ -1455,6 +1460,11 @@ START_TEST(test_busy_file)
 		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
 		ck_assert_int_eq(zr_file_write(busy, i, in, ZR_WRITE_DIRTY), 0);
 	}
+	zr_datagen_fill(ZR_DATA_SAME, 7, in, bs);	/* (no pool, a slot each) */
+	for (; i < 4008; i++)
+		ck_assert_int_eq(zr_file_write(busy, i, in, ZR_WRITE_DIRTY), 0);
+	nbusy = zr_file_nblocks(busy);
+	ck_assert_uint_eq(nbusy, 4008);
 	/* the other file's writes go past the budget many times over */
 	zr_file_io_lock(busy);
 	w.f = other;
@@ -1468,7 +1478,7 @@ START_TEST(test_busy_file)
 		ck_abort_msg("the writer of another file waited for the busy file's I/O mutex");
 	}
 	ck_assert_int_eq(w.rc, 0);
-	ck_assert_uint_eq(zr_file_nblocks(busy), 8);
+	ck_assert_uint_eq(zr_file_nblocks(busy), nbusy);
 	ck_assert_uint_gt(r.ncalls, 0);
 	/* Only the busy file's blocks left: a writer waits for them. */
 	zr_file_drop(other, 0, UINT64_MAX);
@@ -1478,7 +1488,12 @@ START_TEST(test_busy_file)
 	}
 	w = (struct busy_writer){ .st = st, .f = busy, .first = i, .n = 4, .bs = bs };
 	ck_assert_int_eq(pthread_create(&t, NULL, busy_writer_run, &w), 0);
+	while (!__atomic_load_n(&w.started, __ATOMIC_ACQUIRE))
+		usleep(1000);
 	usleep(500 * 1000);	/* longer than make_room's tries (0.2 s) */
+	/* (it cannot be done: all it could demote is the busy file's) */
+	ck_assert_msg(!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE),
+		      "the writer did not wait for the busy file (rc %d)", w.rc);
 	zr_file_io_unlock(busy);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(w.rc, 0);
