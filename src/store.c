@@ -1565,8 +1565,9 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
  * rest of the pass, so that one file the backing filesystem refuses (a bad
  * spot, a quota, a read-only submount) does not keep the others' dirty
  * blocks in RAM and give their writers ENOSPC: such a file's blocks keep
- * the lowest scores and would be taken first every time. (Pointers are only compared: a file freed and another allocated
- * at its address during the pass is merely passed over too.)
+ * the lowest scores and would be taken first every time. (Pointers are
+ * only compared: a file freed and another allocated at its address during
+ * the pass is merely passed over too.)
  */
 struct wb_failed {
 	const struct zr_file *file[WB_FAIL_FILES];
