@@ -118,6 +118,10 @@ struct zr_inode_key {
 	ino_t ino;
 };
 
+/* Ends of a file's last accesses that a sequential stream may continue
+ * from (data.c: seq_bypass) */
+#define ZR_SEQ_ENDS 8
+
 struct zr_inode {
 	struct zr_inode_key key;	/* backing identity; immutable */
 	UT_hash_handle hh;		/* in zr_fs.inodes; itable_lock */
@@ -168,8 +172,16 @@ struct zr_inode {
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
 	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
-	uint64_t seq_next;		/* next offset of a sequential stream */
-	uint64_t seq_bytes;		/* length of the current sequential stream */
+	uint64_t seq_ends[ZR_SEQ_ENDS];	/* relaxed atomics: where the last accesses
+					 * ended (data.c: seq_bypass) */
+	uint64_t seq_front;		/* relaxed atomic: the furthest end of the
+					 * current sequential stream */
+	uint64_t seq_bytes;		/* relaxed atomic: bytes of the current
+					 * sequential stream, less its misses */
+	unsigned seq_slot;		/* relaxed atomic: counts accesses; the next
+					 * slot of seq_ends */
+	int seq_credit;			/* relaxed atomic: the stream's credit
+					 * (data.c: seq_bypass) */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing

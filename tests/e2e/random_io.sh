@@ -1,0 +1,83 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# random_io: random reads and writes over a file that fits in the budget
+# stay in the tier (nothing is written to the backing file while
+# dirty_expire has not passed), and a long sequential stream still goes to
+# the backing file as it arrives (seq_cutoff). Random requests that land
+# near each other are no stream: seq_bypass() once took any access within
+# 256 MiB of a file's furthest end for part of one, so after 4 MiB of
+# random I/O over a file smaller than that every write went straight to the
+# backing file, and reads of what it dropped came back from there; and the
+# kernel, writing a file's scattered dirty pages back in ascending order,
+# made a stream of them.
+# Last, the file read through the mount, and the backing file after the
+# unmount, both match what fio wrote.
+. "$(dirname "$0")/lib.sh"
+ZR_TIMEOUT=120
+zr_init
+command -v fio >/dev/null || zr_skip "fio is absent (install the Debian package fio)"
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+zr_mount "size=256M,dirty_expire=1h,seq_cutoff=4m,block_size=64k" "$B" "$M"
+M=$ZR_MNT
+
+# rio FILE SIZE RW IO_SIZE BS DIRECT: fio on $M/FILE. With DIRECT=1 each
+# request reaches the daemon as it is, in the order fio makes it; with 0
+# the kernel writes the dirty pages back (at the latest when fio closes the
+# file), in ascending order.
+rio() {
+	( cd "$ZR_TMP" && fio --output-format=terse --minimal --name=r \
+		--directory="$M" --filename="$1" --size="$2" --rw="$3" \
+		--io_size="$4" --bs="$5" --direct="$6" --rwmixread=70 \
+		--ioengine=psync --randrepeat=1 --randseed=4242 \
+		--buffer_compress_percentage=50 --refill_buffers \
+		>"$ZR_TMP/fio.out" 2>&1 ) ||
+		{ cat "$ZR_TMP/fio.out"; fail "fio $3 on $1 failed"; }
+}
+
+say "a 32 MiB file written at random, then 128 MiB of random reads and writes"
+rio r 32m randwrite 32m 16k 1
+w0=$(zr_stat bytes_written_backing)
+rio r 32m randrw 128m 16k 1
+w1=$(zr_stat bytes_written_backing)
+if zr_stats_on; then
+	say "written to the backing file during the random phase: $((w1 - w0)) bytes"
+	[ $((w1 - w0)) -lt $((64 << 10)) ] ||
+		fail "random I/O over a file that fits wrote $((w1 - w0)) bytes to the backing file (taken for a stream)"
+	[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty block in the tier after the random writes"
+fi
+
+say "12 MiB of buffered random 4 KiB writes over a 64 MiB file, written back as fio closes it"
+rio p 64m write 64m 1m 0
+zr_ctl writeback all
+w0=$(zr_stat bytes_written_backing)
+rio p 64m randwrite 12m 4k 0
+w1=$(zr_stat bytes_written_backing)
+if zr_stats_on; then
+	say "written to the backing file: $((w1 - w0)) bytes"
+	# (the writes of fio's layout were a stream: its credit, 32 requests
+	# that continue nothing, may still bypass, a block each)
+	[ $((w1 - w0)) -le $((32 << 16)) ] ||
+		fail "the kernel's writeback of scattered pages wrote $((w1 - w0)) bytes to the backing file (taken for a stream)"
+fi
+zr_drop_kcache
+sum=$(sha256sum <"$M/r") psum=$(sha256sum <"$M/p")
+
+say "a 64 MiB sequential stream goes to the backing file as it arrives"
+head -c $((64 << 20)) /dev/urandom >"$ZR_TMP/stream"
+w0=$(zr_stat bytes_written_backing)
+dd if="$ZR_TMP/stream" of="$M/s" bs=1M status=none
+w1=$(zr_stat bytes_written_backing)
+if zr_stats_on; then
+	say "written to the backing file by the stream before any fsync: $((w1 - w0)) bytes"
+	[ $((w1 - w0)) -ge $((48 << 20)) ] ||
+		fail "a 64 MiB stream wrote only $((w1 - w0)) bytes to the backing file before fsync"
+fi
+cmp "$ZR_TMP/stream" "$M/s" || fail "the stream reads back different"
+
+zr_umount
+[ "$(sha256sum <"$B/r")" = "$sum" ] || fail "the backing file of r differs from what was read through the mount"
+[ "$(sha256sum <"$B/p")" = "$psum" ] || fail "the backing file of p differs from what was read through the mount"
+cmp "$ZR_TMP/stream" "$B/s" || fail "the stream's backing file differs"
+say "ok"
