@@ -486,22 +486,23 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
  * copy, so a stream that fits is read back from RAM; once the tier is above
  * its low watermark the stream stops taking RAM.
  *
- * A stream is made of accesses that start where an earlier one ended: the
- * file keeps the ends of its last ZR_SEQ_ENDS accesses, an access that
- * starts at one of them adds its bytes to the run, and any other takes them
- * off. A run past seq_cutoff is a stream. Its requests reach us out of
- * order from several kernel and daemon threads (a 2 GiB stream of 1 MiB
- * writes: 27% continued none of the last 8, up to 6 in a row, some 16
- * requests late), so a stream, once found, lasts while it has credit: an
- * access that continues another earns one (up to ZR_SEQ_CREDIT), any other
- * costs one, and until the credit is spent an access a little ahead of the
- * stream's front or not far behind it is taken as part of the stream too.
- * A file that turns to random I/O after a stream stops bypassing after
- * ZR_SEQ_CREDIT accesses.
+ * A stream is found when accesses that each start where one of the file's
+ * last ZR_SEQ_ENDS accesses ended add up to more than seq_cutoff, with no
+ * other access in between. Its requests then reach us out of order from
+ * several kernel and daemon threads (a 2 GiB stream of 1 MiB writes: 27%
+ * continued none of the last 8, up to 6 in a row, some 16 requests late),
+ * so a stream lasts while it has credit: an access that continues another
+ * and moves the stream's front on earns one (up to ZR_SEQ_CREDIT), an
+ * access that continues none costs one, and until the credit is spent an
+ * access a little ahead of the front or not far behind it is taken as part
+ * of the stream too. A file that turns to random I/O after a stream stops
+ * bypassing within ZR_SEQ_CREDIT accesses; the kernel's pieces of one large
+ * random request continue each other but do not move the front on, nor add
+ * up to a stream unless the request alone is longer than seq_cutoff.
  * Nearness alone is not a stream: the kernel writes scattered dirty pages
  * back in ascending order, and random I/O over a file smaller than the
  * window is near at every access (fio randrw over 128 MiB that all fit in
- * the budget, 1 GiB of I/O: 400 MB written to the backing file and 1.8 GB
+ * the budget, 1 GiB of I/O: 399 MB written to the backing file and 1.8 GB
  * read back from it, where nothing needed to be). Racy by design: a hint,
  * not a promise.
  */
@@ -546,31 +547,37 @@ static void fill_note_io(struct zr_fs *fs)
 
 static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, size_t len)
 {
-	uint64_t cutoff = fs->opt->seq_cutoff, end = off + len;
-	uint64_t run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
-	uint64_t front = __atomic_load_n(&ino->seq_front, __ATOMIC_RELAXED);
-	int credit = __atomic_load_n(&ino->seq_credit, __ATOMIC_RELAXED);
-	unsigned slot = __atomic_fetch_add(&ino->seq_slot, 1, __ATOMIC_RELAXED);
+	uint64_t cutoff = fs->opt->seq_cutoff, end = off + len, run, front;
 	bool adjacent = false, near, bypass;
+	unsigned slot;
+	int credit;
 
 	if (cutoff == 0)
 		return false;
+	run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
+	front = __atomic_load_n(&ino->seq_front, __ATOMIC_RELAXED);
+	credit = __atomic_load_n(&ino->seq_credit, __ATOMIC_RELAXED);
+	slot = __atomic_fetch_add(&ino->seq_slot, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < ZR_SEQ_ENDS && !adjacent; i++)
 		adjacent = __atomic_load_n(&ino->seq_ends[i], __ATOMIC_RELAXED) == off;
 	__atomic_store_n(&ino->seq_ends[slot % ZR_SEQ_ENDS], end, __ATOMIC_RELAXED);
 	near = off + ZR_SEQ_BEHIND >= front && off <= front + ZR_SEQ_WINDOW;
-	if (!near || end > front)
-		__atomic_store_n(&ino->seq_front, end, __ATOMIC_RELAXED);
 	if (run > cutoff) {
-		credit = adjacent ? ZR_MIN(credit + 1, ZR_SEQ_CREDIT) : credit - 1;
+		/* a stream: it earns credit only by moving on */
+		if (!adjacent)
+			credit--;
+		else if (end > front)
+			credit = ZR_MIN(credit + 1, ZR_SEQ_CREDIT);
 		bypass = credit > 0 && (adjacent || near);
 		if (credit <= 0)
 			run = 0, credit = 0;	/* the stream is over */
 	} else {
-		run = adjacent ? run + len : run - ZR_MIN(run, len);
+		run = adjacent ? run + len : 0;
 		bypass = run > cutoff;
 		credit = ZR_SEQ_CREDIT;
 	}
+	if (!near || end > front)
+		__atomic_store_n(&ino->seq_front, end, __ATOMIC_RELAXED);
 	__atomic_store_n(&ino->seq_credit, credit, __ATOMIC_RELAXED);
 	__atomic_store_n(&ino->seq_bytes, run, __ATOMIC_RELAXED);
 	return bypass;
@@ -658,7 +665,7 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 		return 0;
 	}
 	end = ZR_MIN(off + size, fsize);
-	bypass = seq_bypass(fs, ino, off, size);
+	bypass = seq_bypass(fs, ino, off, (size_t)(end - off));
 	blk = scratch_block();
 	if (!blk) {
 		zr_fd_put(fs, ino);

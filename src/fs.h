@@ -175,9 +175,12 @@ struct zr_inode {
 	uint64_t seq_ends[ZR_SEQ_ENDS];	/* relaxed atomics: where the last accesses
 					 * ended (data.c: seq_bypass) */
 	uint64_t seq_front;		/* relaxed atomic: the furthest end of the
-					 * current sequential stream */
-	uint64_t seq_bytes;		/* relaxed atomic: bytes of the current
-					 * sequential stream, less its misses */
+					 * accesses near each other (a jump away
+					 * moves it) */
+	uint64_t seq_bytes;		/* relaxed atomic: bytes of the accesses
+					 * that continued each other in a row,
+					 * until they are a stream; then frozen,
+					 * and 0 when the stream ends */
 	unsigned seq_slot;		/* relaxed atomic: counts accesses; the next
 					 * slot of seq_ends */
 	int seq_credit;			/* relaxed atomic: the stream's credit
