@@ -84,7 +84,10 @@ dd if="$ZR_TMP/stream" of="$M/s" bs=1M status=none
 w1=$(zr_stat bytes_written_backing)
 if zr_stats_on; then
 	say "written to the backing file by the stream before any fsync: $((w1 - w0)) bytes"
-	[ $((w1 - w0)) -ge $((48 << 20)) ] ||
+	# (not all of it: until 4 MiB of its WRITEs in a row continue each
+	# other the stream is not found, and the kernel's flusher and the
+	# close interleave theirs; kept in the tier, it would be 0)
+	[ $((w1 - w0)) -ge $((32 << 20)) ] ||
 		fail "a 64 MiB stream wrote only $((w1 - w0)) bytes to the backing file before fsync"
 fi
 cmp "$ZR_TMP/stream" "$M/s" || fail "the stream reads back different"
