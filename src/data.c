@@ -557,7 +557,10 @@ static bool seq_bypass(struct zr_fs *fs, struct zr_inode *ino, uint64_t off, siz
 	run = __atomic_load_n(&ino->seq_bytes, __ATOMIC_RELAXED);
 	front = __atomic_load_n(&ino->seq_front, __ATOMIC_RELAXED);
 	credit = __atomic_load_n(&ino->seq_credit, __ATOMIC_RELAXED);
-	slot = __atomic_fetch_add(&ino->seq_slot, 1, __ATOMIC_RELAXED);
+	/* (no read-modify-write on every request: two racing accesses may
+	 * take one slot, and one end is lost) */
+	slot = __atomic_load_n(&ino->seq_slot, __ATOMIC_RELAXED);
+	__atomic_store_n(&ino->seq_slot, slot + 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < ZR_SEQ_ENDS && !adjacent; i++)
 		adjacent = __atomic_load_n(&ino->seq_ends[i], __ATOMIC_RELAXED) == off;
 	__atomic_store_n(&ino->seq_ends[slot % ZR_SEQ_ENDS], end, __ATOMIC_RELAXED);

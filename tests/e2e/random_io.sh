@@ -38,42 +38,37 @@ rio() {
 		{ cat "$ZR_TMP/fio.out"; fail "fio $3 on $1 failed"; }
 }
 
+# stays_in_tier LIMIT WHAT RIO_ARGS...: runs rio RIO_ARGS, and fails if it
+# wrote LIMIT bytes or more to the backing file (WHAT says how it did)
+stays_in_tier() {
+	local limit=$1 what=$2 w0 w1
+	shift 2
+	w0=$(zr_stat bytes_written_backing)
+	rio "$@"
+	w1=$(zr_stat bytes_written_backing)
+	zr_stats_on || return 0
+	say "written to the backing file: $((w1 - w0)) bytes"
+	[ $((w1 - w0)) -lt "$limit" ] ||
+		fail "$* wrote $((w1 - w0)) bytes to the backing file ($what taken for a stream)"
+}
+
 say "a 32 MiB file written at random, then 128 MiB of random reads and writes"
 rio r 32m randwrite 32m 16k 1
-w0=$(zr_stat bytes_written_backing)
-rio r 32m randrw 128m 16k 1
-w1=$(zr_stat bytes_written_backing)
+stays_in_tier $((64 << 10)) "random I/O over a file that fits" r 32m randrw 128m 16k 1
 if zr_stats_on; then
-	say "written to the backing file during the random phase: $((w1 - w0)) bytes"
-	[ $((w1 - w0)) -lt $((64 << 10)) ] ||
-		fail "random I/O over a file that fits wrote $((w1 - w0)) bytes to the backing file (taken for a stream)"
 	[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty block in the tier after the random writes"
 fi
 
 say "64 MiB of random 256 KiB reads (four READs each, one after another) and writes"
-w0=$(zr_stat bytes_written_backing)
-rio r 32m randrw 64m 256k 1
-w1=$(zr_stat bytes_written_backing)
-if zr_stats_on; then
-	say "written to the backing file: $((w1 - w0)) bytes"
-	[ $((w1 - w0)) -lt $((64 << 10)) ] ||
-		fail "random 256 KiB I/O wrote $((w1 - w0)) bytes to the backing file (the pieces of its reads taken for a stream)"
-fi
+stays_in_tier $((64 << 10)) "the pieces of its reads" r 32m randrw 64m 256k 1
 
 say "12 MiB of buffered random 4 KiB writes over a 64 MiB file, written back as fio closes it"
 rio p 64m write 64m 1m 0
 zr_ctl writeback all
-w0=$(zr_stat bytes_written_backing)
-rio p 64m randwrite 12m 4k 0
-w1=$(zr_stat bytes_written_backing)
-if zr_stats_on; then
-	say "written to the backing file: $((w1 - w0)) bytes"
-	# (the rw=write job before was a stream: until its credit of 32
-	# requests that continue nothing is spent, they may still bypass;
-	# without the fix this wrote 71 MB)
-	[ $((w1 - w0)) -le $((4 << 20)) ] ||
-		fail "the kernel's writeback of scattered pages wrote $((w1 - w0)) bytes to the backing file (taken for a stream)"
-fi
+# (the rw=write job before was a stream: until its credit of 32 requests
+# that continue nothing is spent, they may still bypass; without the fix
+# this wrote 71 MB)
+stays_in_tier $((4 << 20)) "the kernel's writeback of scattered pages" p 64m randwrite 12m 4k 0
 zr_drop_kcache
 sum=$(sha256sum <"$M/r") psum=$(sha256sum <"$M/p")
 
