@@ -130,6 +130,8 @@ static char *render_stats(struct zr_fs *fs)
 	P("lowmem_shrinks", zr_stat_read(&fs->lowmem_shrinks));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));
 	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
+	P("written_around", zr_stat_read(&fs->written_around));
+	P("misses_not_kept", zr_stat_read(&fs->misses_not_kept));
 	P("handle_opens", zr_stat_read(&fs->handle_opens));
 	P("removed_dropped", zr_stat_read(&fs->removed_dropped));
 	P("cpu_latency_held", zr_cpulat_held(fs) ? 1 : 0);

@@ -437,6 +437,63 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	return rc;
 }
 
+/* Whether the tier is above its low watermark. Lock-free. */
+static bool tier_tight(struct zr_fs *fs)
+{
+	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
+
+	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
+}
+
+/*
+ * Whether the tier is full: above its low watermark less ZR_FULL_SLACK
+ * percent of the budget. Reclaim stops at the low watermark, so a tier that
+ * has had to make room sits just under it, and stays full while it churns.
+ * Lock-free.
+ */
+#define ZR_FULL_SLACK 5
+static bool tier_full(struct zr_fs *fs)
+{
+	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
+	unsigned pct = fs->opt->store.low_wm;
+
+	pct = pct > ZR_FULL_SLACK ? pct - ZR_FULL_SLACK : 0;
+	return zr_store_mem_used(fs->store) > budget / 100 * pct;
+}
+
+/*
+ * Admission of read misses while the tier is full (tier_full(): a
+ * doorkeeper, as in TinyLFU): a block read from the backing file is kept
+ * only if it missed once before, recently; the first miss leaves a tag in
+ * a small table of ZR_GHOST_SLOTS, which later misses overwrite. Filling a
+ * full tier costs a compression and reclaim's room (often a writeback) at
+ * every miss, and a block read once at random is seldom read again before
+ * reclaim takes it back out. While the tier has room every miss is kept.
+ * @return whether block @idx of @ino may go into the tier. Lock-free; two
+ * racing misses may both be refused or both admitted (a hint).
+ */
+static bool ghost_admit(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
+{
+	uint64_t h = ((uint64_t)ino->key.ino * 0x9e3779b97f4a7c15ull) ^
+		     ((uint64_t)ino->key.dev << 32) ^ (idx * 0xc2b2ae3d27d4eb4full);
+	uint32_t *slot, tag;
+
+	if (!tier_full(fs))
+		return true;
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	slot = &fs->ghost[h % ZR_GHOST_SLOTS];
+	tag = (uint32_t)(h >> 32) | 1;	/* 0: an empty slot */
+	if (__atomic_load_n(slot, __ATOMIC_RELAXED) == tag) {
+		__atomic_store_n(slot, 0, __ATOMIC_RELAXED);
+		return true;
+	}
+	__atomic_store_n(slot, tag, __ATOMIC_RELAXED);
+	zr_stat_add(&fs->misses_not_kept, 1);
+	return false;
+}
+
 /*
  * Bring block @idx of @ino into @blk: from the store, else from the backing
  * file (zeros past its end), inserting it clean unless @no_insert.
@@ -465,7 +522,7 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 	zr_stat_add(&fs->bytes_read_backing, (uint64_t)n);
 	if ((size_t)n < fs->bs)
 		memset(blk + n, 0, fs->bs - (size_t)n);
-	if (no_insert)
+	if (no_insert || !ghost_admit(fs, ino, idx))
 		return 0;
 	if (zr_store_make_room_once(fs->store, fs->bs) == 0 &&
 	    __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE) == gen) {
@@ -519,6 +576,19 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
  */
 #define ZR_RAW_RUN 16
 #define ZR_RAW_PROBE 64
+/*
+ * Write-around: while the tier is full (tier_full()), a write of part of a
+ * block that the tier does not hold, and that lies wholly inside the file,
+ * goes to the backing file as it is. Taking it into the tier would cost a
+ * read of the whole block from the backing file, a compression, room made
+ * by reclaim (often a writeback), and later a writeback of the whole
+ * block; the write-around costs the bytes written. The tier keeps what it
+ * holds: a write to a block it holds stays there, and a block that is read
+ * again comes in (ghost_admit()). Whole blocks and a new file's growing
+ * end still go to the tier (a temporary file's data must not reach the
+ * disk), as does everything while the tier has room. zswap rejects pages
+ * on the same ground: a full cache can cost more to fill than it saves.
+ */
 
 /* Copies wait until no stream has queued any, and nothing was read, for
  * this long (ms). */
@@ -772,14 +842,6 @@ static void note_raw(struct zr_inode *ino, bool raw)
 		__atomic_add_fetch(&ino->seq_raw, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_store_n(&ino->seq_raw, 0, __ATOMIC_RELAXED);
-}
-
-/* Whether the tier is above its low watermark. Lock-free. */
-static bool tier_tight(struct zr_fs *fs)
-{
-	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
-
-	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
 }
 
 /* Blocks per queued run of fill_enqueue(); runs looked at for a merge. */
@@ -1045,7 +1107,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		uint64_t idx = pos / bs, boff = pos % bs;
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		const char *src = data + (pos - off);
-		bool bypass_this;
+		bool bypass_this, around = false;	/* @run below is a write-around */
 		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
 		/* a stream's bytes that go to the backing file as they are:
@@ -1075,9 +1137,21 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				nrun = 1;
 				run = n;
 			}
+		} else if (!wt && !no_run && (boff != 0 || n != bs) &&
+			   (idx + 1) * bs <= fsize && tier_full(fs) &&
+			   !zr_file_has(ino->blocks, idx)) {
+			/* write-around (see its comment above ZR_FILL_PAUSE_MS) */
+			around = true;
+			nrun = 1;
+			run = n;
 		}
 		if (run > 0) {
 			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun);
+			if (rc == 0 && around) {
+				zr_stat_add(&fs->written_around, run);
+				pos += run;
+				continue;
+			}
 			if (rc == 0) {
 				/* copies of blocks that are whole now, or hold
 				 * the end of the file */

@@ -122,6 +122,9 @@ struct zr_inode_key {
  * from (data.c: seq_bypass) */
 #define ZR_SEQ_ENDS 8
 
+/* Read misses remembered while the tier is tight (data.c: ghost_admit) */
+#define ZR_GHOST_SLOTS 8192
+
 struct zr_inode {
 	struct zr_inode_key key;	/* backing identity; immutable */
 	UT_hash_handle hh;		/* in zr_fs.inodes; itable_lock */
@@ -258,6 +261,12 @@ struct zr_fs {
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
+	uint64_t written_around;	/* bytes of partial-block writes sent to the
+					 * backing file while the tier was tight */
+	uint64_t misses_not_kept;	/* read misses not kept in the tight tier
+					 * (data.c: ghost_admit) */
+	uint32_t ghost[ZR_GHOST_SLOTS];	/* relaxed atomics: tags of recent read
+					 * misses not kept (data.c: ghost_admit) */
 	uint64_t handle_opens;		/* files opened through their handle (no name
 					 * reached them) */
 	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */

@@ -154,13 +154,15 @@ if have size_sweep.tsv; then
 	secnote size_sweep
 	echo "fio random 70/30 read/write, 16 KiB, zipf 1.1, over a file of 2:1"
 	echo "compressible data written back first; zramfs \`size=\` as a percentage"
-	echo "of the file.  Disk bytes: written to the device holding the plain and backing directories during the random phase."
+	echo "of the file.  Disk bytes: written to the device holding the plain and backing directories during the random phase"
+	echo "(writes to the backing files may still be in the page cache when it ends); to backing: what zramfs wrote to its"
+	echo "backing files during it (\`bytes_written_backing\`)."
 	echo
-	echo "| system | size= % of working set | size MiB | secs | ×plain | disk MiB |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| system | size= % of working set | size MiB | secs | ×plain | disk MiB | to backing MiB |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
 	pt=$(val size_sweep.tsv system=plain secs)
-	tail -n +2 "$out/size_sweep.tsv" | while IFS=$'\t' read -r s pc sz t d; do
-		echo "| $s | $pc | $(mib "$sz") | $t | $(ratio "$t" "$pt") | $(mib "$d") |"
+	tail -n +2 "$out/size_sweep.tsv" | while IFS=$'\t' read -r s pc sz t d w; do
+		echo "| $s | $pc | $(mib "$sz") | $t | $(ratio "$t" "$pt") | $(mib "$d") | $(mib "${w:-NA}") |"
 		if [ "$pc" != NA ]; then
 			printf '%s\t%s\t%s\n' "$pc" "$s" "$t" >>"$tmp/sweep"
 		else
