@@ -87,6 +87,16 @@ static uint64_t grow_size(struct zr_inode *ino, uint64_t size)
 }
 
 /* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
+/* The backing file now holds the file's bytes up to @end (ino->disk_end). */
+static void disk_end_raise(struct zr_inode *ino, uint64_t end)
+{
+	uint64_t cur = __atomic_load_n(&ino->disk_end, __ATOMIC_RELAXED);
+
+	while (cur < end && !__atomic_compare_exchange_n(&ino->disk_end, &cur, end, true,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
 {
 	size_t done = 0;
@@ -170,6 +180,7 @@ int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created)
 			caps = n > 0 || (n < 0 && errno != ENODATA && errno != ENOTSUP);
 		}
 		store_size(ino, size);
+		__atomic_store_n(&ino->disk_end, size, __ATOMIC_RELAXED);
 		ino->size_valid = true;
 		__atomic_store_n(&ino->has_caps, caps, __ATOMIC_RELAXED);
 	}
@@ -419,6 +430,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	}
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
+		disk_end_raise(ino, start + ZR_MIN((uint64_t)nblocks * fs->bs, size - start));
 		pthread_mutex_lock(&fs->attr_lock);
 		stamp = ino->times_dirty;
 		ts[1] = ino->mtime;
@@ -446,52 +458,85 @@ static bool tier_tight(struct zr_fs *fs)
 }
 
 /*
- * Whether the tier is full: above its low watermark less ZR_FULL_SLACK
- * percent of the budget. Reclaim stops at the low watermark, so a tier that
- * has had to make room sits just under it, and stays full while it churns.
- * Lock-free.
+ * Whether the tier is full: above a sixteenth below its low watermark
+ * (75% of the budget with low_wm=80). Reclaim stops at the low watermark,
+ * so a tier that has had to make room sits just under it, and stays full
+ * while it churns. Lock-free.
  */
-#define ZR_FULL_SLACK 5
 static bool tier_full(struct zr_fs *fs)
 {
 	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
-	unsigned pct = fs->opt->store.low_wm;
 
-	pct = pct > ZR_FULL_SLACK ? pct - ZR_FULL_SLACK : 0;
-	return zr_store_mem_used(fs->store) > budget / 100 * pct;
+	return zr_store_mem_used(fs->store) > budget / 1600 * fs->opt->store.low_wm * 15;
 }
 
 /*
- * Admission of read misses while the tier is full (tier_full(): a
- * doorkeeper, as in TinyLFU): a block read from the backing file is kept
- * only if it missed once before, recently; the first miss leaves a tag in
- * a small table of ZR_GHOST_SLOTS, which later misses overwrite. Filling a
- * full tier costs a compression and reclaim's room (often a writeback) at
- * every miss, and a block read once at random is seldom read again before
- * reclaim takes it back out. While the tier has room every miss is kept.
- * @return whether block @idx of @ino may go into the tier. Lock-free; two
- * racing misses may both be refused or both admitted (a hint).
+ * The doorkeeper of a full tier (tier_full(); TinyLFU's): a block the tier
+ * does not hold comes in only at its second recent miss, by a read or by a
+ * write of part of it. The first miss leaves a tag in a table with two
+ * slots for every block of the budget (the tier holds about that many
+ * compressed blocks), which a later miss hashed to the same slot
+ * overwrites. Filling a full tier costs a compression and reclaim's room
+ * (often a writeback) at every miss, and a block touched once at random is
+ * seldom touched again before reclaim takes it back out; a block that is
+ * comes in, and pushes out what is worth less. While the tier has room
+ * everything comes in.
+ * @return whether block @idx of @ino missed recently (and forget it), else
+ * note it. Lock-free; two racing misses may both be refused or both
+ * admitted (a hint).
  */
-static bool ghost_admit(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
+static bool ghost_seen(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
 {
 	uint64_t h = ((uint64_t)ino->key.ino * 0x9e3779b97f4a7c15ull) ^
 		     ((uint64_t)ino->key.dev << 32) ^ (idx * 0xc2b2ae3d27d4eb4full);
 	uint32_t *slot, tag;
 
-	if (!tier_full(fs))
-		return true;
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ull;
 	h ^= h >> 32;
-	slot = &fs->ghost[h % ZR_GHOST_SLOTS];
+	slot = &fs->ghost[h & fs->ghost_mask];
 	tag = (uint32_t)(h >> 32) | 1;	/* 0: an empty slot */
 	if (__atomic_load_n(slot, __ATOMIC_RELAXED) == tag) {
 		__atomic_store_n(slot, 0, __ATOMIC_RELAXED);
 		return true;
 	}
 	__atomic_store_n(slot, tag, __ATOMIC_RELAXED);
+	return false;
+}
+
+/* Whether block @idx of @ino, just read from the backing file, may go into
+ * the tier (ghost_seen()). */
+static bool read_admit(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx)
+{
+	if (!fs->ghost || !tier_full(fs) || ghost_seen(fs, ino, idx))
+		return true;
 	zr_stat_add(&fs->misses_not_kept, 1);
 	return false;
+}
+
+/* The doorkeeper's table: 2 slots per block of the budget, a power of two,
+ * 4096 at least and 4 Mi at most (16 MiB, for a budget of 128 GiB in 64
+ * KiB blocks). It keeps the size of the budget at mount. */
+#define ZR_GHOST_MIN 4096ull
+#define ZR_GHOST_MAX (4ull << 20)
+
+int zr_data_ghost_init(struct zr_fs *fs, uint64_t budget)
+{
+	uint64_t want = budget / fs->bs * 2, n = ZR_GHOST_MIN;
+
+	while (n < want && n < ZR_GHOST_MAX)
+		n <<= 1;
+	fs->ghost = calloc(n, sizeof(*fs->ghost));
+	if (!fs->ghost)
+		return -ENOMEM;
+	fs->ghost_mask = n - 1;
+	return 0;
+}
+
+void zr_data_ghost_free(struct zr_fs *fs)
+{
+	free(fs->ghost);
+	fs->ghost = NULL;
 }
 
 /*
@@ -522,7 +567,7 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 	zr_stat_add(&fs->bytes_read_backing, (uint64_t)n);
 	if ((size_t)n < fs->bs)
 		memset(blk + n, 0, fs->bs - (size_t)n);
-	if (no_insert || !ghost_admit(fs, ino, idx))
+	if (no_insert || !read_admit(fs, ino, idx))
 		return 0;
 	if (zr_store_make_room_once(fs->store, fs->bs) == 0 &&
 	    __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE) == gen) {
@@ -578,16 +623,18 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
 #define ZR_RAW_PROBE 64
 /*
  * Write-around: while the tier is full (tier_full()), a write of part of a
- * block that the tier does not hold, and that lies wholly inside the file,
- * goes to the backing file as it is. Taking it into the tier would cost a
- * read of the whole block from the backing file, a compression, room made
- * by reclaim (often a writeback), and later a writeback of the whole
- * block; the write-around costs the bytes written. The tier keeps what it
- * holds: a write to a block it holds stays there, and a block that is read
- * again comes in (ghost_admit()). Whole blocks and a new file's growing
- * end still go to the tier (a temporary file's data must not reach the
- * disk), as does everything while the tier has room. zswap rejects pages
- * on the same ground: a full cache can cost more to fill than it saves.
+ * block that the tier does not hold, that the backing file holds already
+ * (below the file's disk_end), and that was not touched recently
+ * (ghost_seen()), goes to the backing file as it is. Taking it into the
+ * tier would cost a read of the whole block from the backing file, a
+ * compression, room made by reclaim (often a writeback), and later a
+ * writeback of the whole block; the write-around costs the bytes written.
+ * The tier keeps what it holds: a write to a block it holds stays there,
+ * and a block written or read again comes in. Whole blocks, data that
+ * never reached the backing file (a temporary file's must not), and
+ * everything while the tier has room still go to the tier. zswap rejects
+ * pages on the same ground: a full cache can cost more to fill than it
+ * saves.
  */
 
 /* Copies wait until no stream has queued any, and nothing was read, for
@@ -1046,11 +1093,13 @@ static void trim_past_size(struct zr_inode *ino, int fd)
  * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
- * from landing after our pwrite. @return 0 or -errno.
+ * from landing after our pwrite. @kick: count the bytes for
+ * kick_writeback() (a stream's; not a write-around's, whose rewrites the
+ * backing page cache may absorb). @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
-		      uint64_t idx, uint64_t nblk)
+		      uint64_t idx, uint64_t nblk, bool kick)
 {
 	int rc;
 
@@ -1067,7 +1116,9 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
-		__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
+		disk_end_raise(ino, off + len);
+		if (kick)
+			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
@@ -1137,16 +1188,18 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				nrun = 1;
 				run = n;
 			}
-		} else if (!wt && !no_run && (boff != 0 || n != bs) &&
-			   (idx + 1) * bs <= fsize && tier_full(fs) &&
-			   !zr_file_has(ino->blocks, idx)) {
+		} else if (!wt && !no_run && (boff != 0 || n != bs) && fs->ghost &&
+			   (idx + 1) * bs <= ZR_MIN(fsize, __atomic_load_n(&ino->disk_end,
+									   __ATOMIC_RELAXED)) &&
+			   tier_full(fs) && !zr_file_has(ino->blocks, idx) &&
+			   !ghost_seen(fs, ino, idx)) {
 			/* write-around (see its comment above ZR_FILL_PAUSE_MS) */
 			around = true;
 			nrun = 1;
 			run = n;
 		}
 		if (run > 0) {
-			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun);
+			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun, !around);
 			if (rc == 0 && around) {
 				zr_stat_add(&fs->written_around, run);
 				pos += run;
@@ -1199,7 +1252,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1);
+			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1, true);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough at once,
 				 * when the tier has room or makes it (as the
@@ -1437,6 +1490,8 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	}
 	if (rc == 0)
 		rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	if (rc == 0 && __atomic_load_n(&ino->disk_end, __ATOMIC_RELAXED) > size)
+		__atomic_store_n(&ino->disk_end, size, __ATOMIC_RELAXED);
 	if (rc == -EBADF)
 		rc = -EROFS;
 	if (rc == 0 && ino->blocks) {

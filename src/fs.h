@@ -122,9 +122,6 @@ struct zr_inode_key {
  * from (data.c: seq_bypass) */
 #define ZR_SEQ_ENDS 8
 
-/* Read misses remembered while the tier is tight (data.c: ghost_admit) */
-#define ZR_GHOST_SLOTS 8192
-
 struct zr_inode {
 	struct zr_inode_key key;	/* backing identity; immutable */
 	UT_hash_handle hh;		/* in zr_fs.inodes; itable_lock */
@@ -190,6 +187,9 @@ struct zr_inode {
 					 * (data.c: seq_bypass) */
 	uint32_t seq_raw;		/* incompressible blocks in a row (relaxed atomic) */
 	uint32_t raw_probe;		/* relaxed atomic: counts raw bypasses, see ZR_RAW_PROBE */
+	uint64_t disk_end;		/* relaxed atomic, a hint: the file's bytes
+					 * from its start that the backing file held
+					 * at attach or got since (data.c: write-around) */
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
 					 * file since its writeback was last started
 					 * (data.c: kick_writeback) */
@@ -262,11 +262,13 @@ struct zr_fs {
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
 	uint64_t written_around;	/* bytes of partial-block writes sent to the
-					 * backing file while the tier was tight */
-	uint64_t misses_not_kept;	/* read misses not kept in the tight tier
-					 * (data.c: ghost_admit) */
-	uint32_t ghost[ZR_GHOST_SLOTS];	/* relaxed atomics: tags of recent read
-					 * misses not kept (data.c: ghost_admit) */
+					 * backing file while the tier was full */
+	uint64_t misses_not_kept;	/* read misses not kept in the full tier
+					 * (data.c: read_admit) */
+	uint32_t *ghost;		/* relaxed atomics: tags of recent misses not
+					 * let into the full tier (data.c:
+					 * ghost_seen); NULL without a store */
+	uint64_t ghost_mask;		/* its slots less one; set before the session */
 	uint64_t handle_opens;		/* files opened through their handle (no name
 					 * reached them) */
 	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */
@@ -408,6 +410,11 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			   size_t len, int flags);
 int zr_wb_start(struct zr_fs *fs);
 void zr_wb_stop(struct zr_fs *fs);
+/** Make the doorkeeper's table for a budget of @budget bytes (the store
+ * must exist). @return 0 or -ENOMEM. */
+int zr_data_ghost_init(struct zr_fs *fs, uint64_t budget);
+/** Free it (no request may run). */
+void zr_data_ghost_free(struct zr_fs *fs);
 
 /* session.c */
 int zr_session_hook(struct zr_fs *fs);

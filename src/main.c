@@ -479,6 +479,12 @@ int main(int argc, char *argv[])
 				strerror(-rc));
 			goto out_fd;
 		}
+		rc = zr_data_ghost_init(&the_fs, opt.store.budget);
+		if (rc) {
+			fprintf(stderr, "zramfs: cannot create the block store: %s\n",
+				strerror(-rc));
+			goto out_store;
+		}
 	}
 	if (opt.debug)
 		zr_log_set_level(ZR_LOG_DEBUG);
@@ -552,6 +558,7 @@ out_store:
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
 	zr_fs_destroy(&the_fs);
+	zr_data_ghost_free(&the_fs);
 	zr_store_destroy(the_fs.store);
 out_fd:
 	close(root_fd);
