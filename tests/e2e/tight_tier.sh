@@ -67,11 +67,20 @@ say "written_around $wa0 -> $wa1, bytes_written_backing $w0 -> $w1, blocks_dirty
 	fail "bytes_written_backing grew by $((w1 - w0)), not by the 12288 bytes written around"
 [ "$d1" = "$d0" ] || fail "the writes around the tier left dirty blocks ($d0 -> $d1)"
 
+# comes_in WHAT FILE BLOCK OFF: a 4 KiB poke that must go into the tier as
+# a dirty block, not around it (WHAT says which write it is)
+comes_in() {
+	local what=$1 wa0 d0 wa1 d1
+	shift
+	wa0=$(zr_stat written_around) d0=$(zr_stat blocks_dirty)
+	poke "$@" 4096
+	wa1=$(zr_stat written_around) d1=$(zr_stat blocks_dirty)
+	[ "$wa1" = "$wa0" ] || fail "$what went around the tier ($wa0 -> $wa1)"
+	[ "$d1" -gt "$d0" ] || fail "$what left no dirty block in the tier ($d0 -> $d1)"
+}
+
 say "a second write into one of them comes into the tier"
-poke b 5 32768 4096
-wa2=$(zr_stat written_around) d2=$(zr_stat blocks_dirty)
-[ "$wa2" = "$wa1" ] || fail "a second write into a block went around the tier again ($wa1 -> $wa2)"
-[ "$d2" -gt "$d1" ] || fail "a second write into a block left no dirty block in the tier ($d1 -> $d2)"
+comes_in "a second write into a block" b 5 32768
 
 # (before anything reads b through the mount: a read that misses the
 # kernel's cache would leave the doorkeeper a tag of block 3)
@@ -88,11 +97,7 @@ h3=$(zr_stat hits)
 [ "$h3" -gt "$h1" ] || fail "the third read of the block was no hit (hits $h1 -> $h3): the second miss did not keep it"
 
 say "a write into a block the tier holds stays in the tier"
-wa0=$(zr_stat written_around) d0=$(zr_stat blocks_dirty)
-poke b 3 8192 4096
-wa1=$(zr_stat written_around) d1=$(zr_stat blocks_dirty)
-[ "$wa1" = "$wa0" ] || fail "a write into a block the tier holds went around it ($wa0 -> $wa1)"
-[ "$d1" -gt "$d0" ] || fail "a write into a block the tier holds left no dirty block ($d0 -> $d1)"
+comes_in "a write into a block the tier holds" b 3 8192
 
 say "a new file written in 16 KiB pieces stays in the tier"
 wa0=$(zr_stat written_around)
