@@ -118,6 +118,9 @@ struct zr_inode_key {
 	ino_t ino;
 };
 
+/* Threads that make stream copies with idle CPU time (data.c: fill_main) */
+#define ZR_FILL_THREADS 1
+
 /* Ends of a file's last accesses that a sequential stream may continue
  * from (data.c: seq_bypass) */
 #define ZR_SEQ_ENDS 8
@@ -298,11 +301,19 @@ struct zr_fs {
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier
-	 * (data.c: fill_enqueue, fill_drain), made by the writeback thread so
-	 * that compression stays off the write path. Each entry holds an
-	 * inode reference. Lock order: ino->lock, fill_lock, itable_lock.
+	 * (data.c: fill_enqueue, fill_drain, fill_main), made by the fill
+	 * thread with the CPU time no one else wants, and by the writeback
+	 * thread in pauses, so that compression stays off the write path.
+	 * Each entry holds an inode reference. Lock order: ino->lock,
+	 * fill_lock, itable_lock.
 	 */
 	pthread_mutex_t fill_lock;
+	pthread_cond_t fill_cond;	/* with fill_lock: copies queued, or stop */
+	bool fill_stop;			/* fill_lock */
+	unsigned fill_threads;		/* fill threads running (set and read by the
+					 * thread that starts and stops them) */
+	pthread_t fill_thread[ZR_FILL_THREADS];
+	uint64_t read_last_ms;		/* relaxed atomic: zr_now_ms() of the last read */
 	struct zr_fill {
 		struct zr_inode *ino;
 		uint64_t idx;		/* first block */

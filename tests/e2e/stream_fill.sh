@@ -1,0 +1,66 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# stream_fill: the clean copies of a stream that goes to the backing file
+# (seq_cutoff) are made while the stream goes on, by a fill thread that
+# runs at the lowest priority (SCHED_IDLE), not only once writes pause for
+# 50 ms: a 96 MiB stream written in 1 MiB O_DIRECT writes 20 ms apart has
+# most of its blocks in the tier before its last write. Then the file reads
+# back right, through the mount and from the backing file.
+. "$(dirname "$0")/lib.sh"
+ZR_TIMEOUT=120
+zr_init
+zr_need_daemon "the daemon's threads and statistics"
+zr_stats_on || zr_skip "needs the tier's statistics; ZR_E2E_NOSTATS=1"
+zr_need_tool dd cmp awk truncate xargs
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+# compressible data: text from /usr, repeated to 96 MiB
+# (into files, not through `head`: with pipefail its early exit fails the
+# pipe)
+find /usr/include -type f -name '*.h' -readable 2>/dev/null | LC_ALL=C sort >"$ZR_TMP/list"
+xargs -r cat <"$ZR_TMP/list" >"$ZR_TMP/text" 2>/dev/null || true
+[ "$(stat -c %s "$ZR_TMP/text")" -gt $((1 << 20)) ] || fail "too little text under /usr/include"
+for i in $(seq 96); do
+	cat "$ZR_TMP/text"
+	[ "$(stat -c %s "$ZR_TMP/src" 2>/dev/null || echo 0)" -lt $((96 << 20)) ] || break
+done >"$ZR_TMP/src"
+truncate -s 96M "$ZR_TMP/src"
+[ "$(stat -c %s "$ZR_TMP/src")" = $((96 << 20)) ] || fail "could not make 96 MiB of text"
+
+zr_mount "size=1G,seq_cutoff=1m,block_size=64k,dirty_expire=1h" "$B" "$M"
+M=$ZR_MNT
+
+say "the daemon has a fill thread at SCHED_IDLE"
+pid=$(zr_stat pid)
+fill=
+for t in /proc/"$pid"/task/*; do
+	[ "$(cat "$t/comm" 2>/dev/null)" = zramfs-fill ] && fill=${t##*/}
+done
+[ -n "$fill" ] || fail "no thread named zramfs-fill in daemon $pid"
+# field 41 of /proc/TID/stat is the policy (SCHED_IDLE = 5), counted after
+# the command name, which may hold spaces
+policy=$(sed 's/^.*) //' "/proc/$pid/task/$fill/stat" | awk '{ print $39 }')
+[ "$policy" = 5 ] || fail "the fill thread's policy is $policy, not SCHED_IDLE (5)"
+
+say "a 96 MiB stream in 1 MiB writes, 20 ms apart"
+c0=$(zr_stat stream_copies)
+for i in $(seq 0 94); do
+	dd if="$ZR_TMP/src" of="$M/f" bs=1M count=1 skip="$i" seek="$i" \
+		iflag=fullblock oflag=direct conv=notrunc status=none ||
+		fail "write $i of the stream failed"
+	sleep 0.02
+done
+c1=$(zr_stat stream_copies)
+dd if="$ZR_TMP/src" of="$M/f" bs=1M count=1 skip=95 seek=95 oflag=direct \
+	conv=notrunc status=none || fail "the last write of the stream failed"
+say "blocks copied into the tier before the last write: $((c1 - c0)) of 1520"
+# (the writeback thread copies only after a 50 ms pause, which these
+# writes never leave; the first 1 MiB of the stream is no stream yet)
+[ $((c1 - c0)) -ge 760 ] ||
+	fail "only $((c1 - c0)) of the stream's 1520 blocks were copied while it went on"
+
+cmp "$ZR_TMP/src" "$M/f" || fail "the stream reads back different"
+zr_umount
+cmp "$ZR_TMP/src" "$B/f" || fail "the stream's backing file differs"
+say "ok"
