@@ -130,6 +130,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("lowmem_shrinks", zr_stat_read(&fs->lowmem_shrinks));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));
 	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
+	P("stream_copies_idle", zr_stat_read(&fs->fill_thread_copies));
 	P("written_around", zr_stat_read(&fs->written_around));
 	P("misses_not_kept", zr_stat_read(&fs->misses_not_kept));
 	P("handle_opens", zr_stat_read(&fs->handle_opens));

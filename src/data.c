@@ -27,7 +27,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -954,6 +955,12 @@ out:
 		pthread_cond_signal(&fs->fill_cond);
 	pthread_mutex_unlock(&fs->fill_lock);
 	fill_note_io(fs);
+	if (wake && fs->fill_threads == 0) {
+		/* no fill thread: the writeback thread drains, in pauses */
+		pthread_mutex_lock(&fs->wb_lock);
+		pthread_cond_broadcast(&fs->wb_cond);
+		pthread_mutex_unlock(&fs->wb_lock);
+	}
 }
 
 /*
@@ -969,7 +976,7 @@ out:
  * Stops when the tier gets tight. @blk: a block-sized buffer.
  */
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
-		     uint32_t n, char *blk)
+		     uint32_t n, char *blk, bool thread)
 {
 	uint64_t bs = fs->bs, gen;
 	struct zr_prepared p;
@@ -978,9 +985,12 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 
 	for (; n > 0; n--, idx++) {
 		/* (unlinked is read without ns_lock: a stale answer costs a
-		 * copy that goes with the inode) */
-		if (__atomic_load_n(&ino->unlinked, __ATOMIC_RELAXED) ||
-		    tier_tight(fs) || zr_store_make_room_once(fs->store, bs) != 0)
+		 * copy that goes with the inode). A copy never makes room:
+		 * it only takes what is free below the low watermark, so
+		 * the fill thread never reclaims at its low priority with
+		 * reclaim_lock held. */
+		if (__atomic_load_n(&ino->unlinked, __ATOMIC_RELAXED) || tier_tight(fs) ||
+		    (thread && __atomic_load_n(&fs->fill_stop, __ATOMIC_RELAXED)))
 			return;
 		gen = __atomic_load_n(&ino->gen, __ATOMIC_ACQUIRE);
 		if (!ino->blocks || idx * bs >= load_size(ino) || zr_file_has(ino->blocks, idx))
@@ -1001,12 +1011,13 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		if (ino->gen == gen &&
 		    zr_file_install(ino->blocks, idx, &p, ZR_WRITE_CLEAN) == 0) {
 			zr_stat_add(&fs->stream_copies, 1);
+			if (thread)
+				zr_stat_add(&fs->fill_thread_copies, 1);
 			if ((uint64_t)got == bs)
 				note_raw(ino, p.fl & ZR_SLOT_RAW);
-		} else {
-			zr_file_unprepare(ino->blocks, &p);	/* (no-op once installed) */
 		}
 		pthread_rwlock_unlock(&ino->lock);
+		zr_file_unprepare(ino->blocks, &p);	/* (no-op once installed) */
 	}
 }
 
@@ -1043,7 +1054,7 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 	if (!blk)
 		return false;
 	while (zr_now_ms() < deadline && fill_paused(fs) && fill_pop(fs, &e)) {
-		fill_run(fs, e.ino, e.idx, e.n, blk);
+		fill_run(fs, e.ino, e.idx, e.n, blk, false);
 		zr_inode_unref(fs, e.ino);
 	}
 	pthread_mutex_lock(&fs->fill_lock);
@@ -1054,22 +1065,26 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 
 /*
  * The fill thread: makes the queued copies with the CPU time that nothing
- * else wants (SCHED_IDLE), so that a stream written to the backing file is
- * in the tier, compressed, by the time it ends: during a `dd bs=1M
+ * else wants (nice 19), so that a stream written to the backing file is in
+ * the tier, compressed, by the time it ends: during a `dd bs=1M
  * conv=fdatasync` through zramfs 40% of two cores' time was idle, which is
- * enough for lz4 to keep up. It holds no lock while it reads and
- * compresses (fill_run()), so a writer never waits for it when it is
- * preempted. It pauses while reads go on (the writeback thread's drain
+ * enough for lz4 to keep up. Not SCHED_IDLE: the thread takes locks others
+ * wait for (the pool's, the fd cache's, ino->lock for an install), and a
+ * SCHED_IDLE thread preempted while it holds one gets 0.3% of a CPU under
+ * load, nice 19 about 1.5%; it holds none while it reads and compresses
+ * (fill_run()). It pauses while reads go on (the writeback thread's drain
  * does too): its reads of the backing file would compete with theirs.
  */
 static void *fill_main(void *arg)
 {
 	struct zr_fs *fs = arg;
-	struct sched_param sp = { .sched_priority = 0 };
 	char *blk = scratch_block();
 	struct zr_fill e;
 
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	/* (Linux: a thread's own nice value) */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0)
+		zr_log(ZR_LOG_WARNING, "fill thread: cannot lower its priority: %s",
+		       strerror(errno));
 	pthread_mutex_lock(&fs->fill_lock);
 	while (!fs->fill_stop) {
 		if (!blk || fs->fill_len == 0 || fill_reading(fs)) {
@@ -1083,7 +1098,7 @@ static void *fill_main(void *arg)
 		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
 		fs->fill_len--;
 		pthread_mutex_unlock(&fs->fill_lock);
-		fill_run(fs, e.ino, e.idx, e.n, blk);
+		fill_run(fs, e.ino, e.idx, e.n, blk, true);
 		zr_inode_unref(fs, e.ino);
 		pthread_mutex_lock(&fs->fill_lock);
 	}
@@ -2218,16 +2233,17 @@ void zr_wb_stop(struct zr_fs *fs)
 {
 	if (!fs->wb_running)
 		return;
+	/* the fill threads first: they look at fill_stop at every block */
+	pthread_mutex_lock(&fs->fill_lock);
+	__atomic_store_n(&fs->fill_stop, true, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&fs->fill_cond);
+	pthread_mutex_unlock(&fs->fill_lock);
 	pthread_mutex_lock(&fs->wb_lock);
 	fs->wb_stop = true;
 	pthread_cond_broadcast(&fs->wb_cond);
 	pthread_mutex_unlock(&fs->wb_lock);
 	pthread_join(fs->wb_thread, NULL);
 	fs->wb_running = false;
-	pthread_mutex_lock(&fs->fill_lock);
-	fs->fill_stop = true;
-	pthread_cond_broadcast(&fs->fill_cond);
-	pthread_mutex_unlock(&fs->fill_lock);
 	while (fs->fill_threads > 0)
 		pthread_join(fs->fill_thread[--fs->fill_threads], NULL);
 	fill_discard(fs);

@@ -264,6 +264,7 @@ struct zr_fs {
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
+	uint64_t fill_thread_copies;	/* those of them the fill thread made */
 	uint64_t written_around;	/* bytes of partial-block writes sent to the
 					 * backing file while the tier was full */
 	uint64_t misses_not_kept;	/* read misses not kept in the full tier
@@ -309,7 +310,8 @@ struct zr_fs {
 	 */
 	pthread_mutex_t fill_lock;
 	pthread_cond_t fill_cond;	/* with fill_lock: copies queued, or stop */
-	bool fill_stop;			/* fill_lock */
+	bool fill_stop;			/* set under fill_lock; relaxed atomic loads
+					 * (fill_run looks at it at every block) */
 	unsigned fill_threads;		/* fill threads running (set and read by the
 					 * thread that starts and stops them) */
 	pthread_t fill_thread[ZR_FILL_THREADS];
