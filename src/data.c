@@ -89,7 +89,6 @@ static uint64_t grow_size(struct zr_inode *ino, uint64_t size)
 	return size;
 }
 
-/* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
 /* The backing file now holds the file's bytes up to @end (ino->disk_end). */
 static void disk_end_raise(struct zr_inode *ino, uint64_t end)
 {
@@ -100,6 +99,7 @@ static void disk_end_raise(struct zr_inode *ino, uint64_t end)
 		;
 }
 
+/* pread that retries short reads; @return bytes read (short only at EOF) or -errno. */
 static ssize_t full_pread(int fd, void *buf, size_t len, off_t off)
 {
 	size_t done = 0;
@@ -452,25 +452,31 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	return rc;
 }
 
-/* Whether the tier is above its low watermark. Lock-free. */
-static bool tier_tight(struct zr_fs *fs)
+/* Whether the tier holds more than @sixteenths / 16 of its low watermark.
+ * Lock-free. */
+static bool tier_above(struct zr_fs *fs, unsigned sixteenths)
 {
 	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
 
-	return zr_store_mem_used(fs->store) > budget / 100 * fs->opt->store.low_wm;
+	return zr_store_mem_used(fs->store) >
+	       budget / 1600 * fs->opt->store.low_wm * sixteenths;
+}
+
+/* Whether the tier is above its low watermark. */
+static bool tier_tight(struct zr_fs *fs)
+{
+	return tier_above(fs, 16);
 }
 
 /*
  * Whether the tier is full: above a sixteenth below its low watermark
  * (75% of the budget with low_wm=80). Reclaim stops at the low watermark,
  * so a tier that has had to make room sits just under it, and stays full
- * while it churns. Lock-free.
+ * while it churns.
  */
 static bool tier_full(struct zr_fs *fs)
 {
-	uint64_t budget = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED);
-
-	return zr_store_mem_used(fs->store) > budget / 1600 * fs->opt->store.low_wm * 15;
+	return tier_above(fs, 15);
 }
 
 /*
@@ -655,14 +661,18 @@ static bool fill_paused(struct zr_fs *fs)
 		ZR_FILL_PAUSE_MS;
 }
 
-/* Note foreground I/O (a read, a queued copy) for fill_paused(). At most
- * one store per millisecond: readers on both cores share the line. */
+/* Store @now in @at, a relaxed atomic. At most one store per millisecond:
+ * readers on both cores share the line. */
+static void note_ms(uint64_t *at, uint64_t now)
+{
+	if (__atomic_load_n(at, __ATOMIC_RELAXED) != now)
+		__atomic_store_n(at, now, __ATOMIC_RELAXED);
+}
+
+/* Note foreground I/O (a queued copy) for fill_paused(). */
 static void fill_note_io(struct zr_fs *fs)
 {
-	uint64_t now = zr_now_ms();
-
-	if (__atomic_load_n(&fs->fg_last_ms, __ATOMIC_RELAXED) != now)
-		__atomic_store_n(&fs->fg_last_ms, now, __ATOMIC_RELAXED);
+	note_ms(&fs->fg_last_ms, zr_now_ms());
 }
 
 /* Note a read for fill_paused() and fill_reading(). */
@@ -670,9 +680,8 @@ static void fill_note_read(struct zr_fs *fs)
 {
 	uint64_t now = zr_now_ms();
 
-	fill_note_io(fs);
-	if (__atomic_load_n(&fs->read_last_ms, __ATOMIC_RELAXED) != now)
-		__atomic_store_n(&fs->read_last_ms, now, __ATOMIC_RELAXED);
+	note_ms(&fs->fg_last_ms, now);
+	note_ms(&fs->read_last_ms, now);
 }
 
 /* Whether something was read in the last ZR_FILL_PAUSE_MS. */
@@ -1021,18 +1030,25 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 	}
 }
 
-/* Take the oldest queued run into @e. @return false when the queue is empty. */
+/* Take the oldest queued run into @e; caller holds fill_lock. @return false
+ * when the queue is empty. */
+static bool fill_pop_locked(struct zr_fs *fs, struct zr_fill *e)
+{
+	if (fs->fill_len == 0)
+		return false;
+	*e = fs->fill_q[fs->fill_head];
+	fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
+	fs->fill_len--;
+	return true;
+}
+
+/* fill_pop_locked() taking fill_lock. */
 static bool fill_pop(struct zr_fs *fs, struct zr_fill *e)
 {
 	bool got;
 
 	pthread_mutex_lock(&fs->fill_lock);
-	got = fs->fill_len != 0;
-	if (got) {
-		*e = fs->fill_q[fs->fill_head];
-		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
-		fs->fill_len--;
-	}
+	got = fill_pop_locked(fs, e);
 	pthread_mutex_unlock(&fs->fill_lock);
 	return got;
 }
@@ -1087,16 +1103,13 @@ static void *fill_main(void *arg)
 		       strerror(errno));
 	pthread_mutex_lock(&fs->fill_lock);
 	while (!fs->fill_stop) {
-		if (!blk || fs->fill_len == 0 || fill_reading(fs)) {
+		if (!blk || fill_reading(fs) || !fill_pop_locked(fs, &e)) {
 			struct timespec ts;
 
 			zr_deadline(&ts, CLOCK_REALTIME, ZR_FILL_PAUSE_MS * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
 			continue;
 		}
-		e = fs->fill_q[fs->fill_head];
-		fs->fill_head = (fs->fill_head + 1) % ZR_FILL_QLEN;
-		fs->fill_len--;
 		pthread_mutex_unlock(&fs->fill_lock);
 		fill_run(fs, e.ino, e.idx, e.n, blk, true);
 		zr_inode_unref(fs, e.ino);
