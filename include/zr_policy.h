@@ -148,5 +148,7 @@ uint64_t zr_file_test_record_bytes(void);
 					 * again until the block is rewritten */
 #define ZR_SLOT_TRIM		0x100u	/* compressed without its zero tail: the pool
 					 * object starts with the length kept */
+#define ZR_SLOT_PENDING		0x200u	/* with RAW: stored as is to be compressed
+					 * later (zr_file_prepare_later()) */
 
 #endif /* ZR_POLICY_H */

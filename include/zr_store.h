@@ -76,7 +76,10 @@ struct zr_stats {
 	uint64_t meta_bytes;		/* block maps, file records, handle table */
 	uint64_t budget;
 	uint64_t blocks_zero;		/* zero or same-filled: no pool memory */
-	uint64_t blocks_raw;		/* stored uncompressed (saved < min_saving) */
+	uint64_t blocks_raw;		/* stored uncompressed (saved < min_saving,
+					 * or not compressed yet: blocks_pending) */
+	uint64_t blocks_pending;	/* of those, stored as is to be compressed
+					 * later (zr_file_prepare_later()) */
 	uint64_t blocks_hot;		/* compressed with the hot codec */
 	uint64_t blocks_cold;		/* recompressed with the cold codec */
 	uint64_t blocks_dirty;
@@ -258,6 +261,31 @@ struct zr_prepared {
  * @return 0, or -ENOMEM when the pool cannot allocate (@p holds nothing).
  */
 int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p);
+
+/**
+ * zr_file_prepare_later() - zr_file_prepare() without the compression: @buf
+ * goes into the pool as is (a same-filled block as a pattern), marked to be
+ * compressed later, by zr_store_settle(), by the idle recompression pass
+ * (with the cold codec), or by a reclaim that would otherwise drop it. For
+ * a clean copy made while the CPU has a stream to keep up with: a memcpy
+ * instead of the codec. @return as zr_file_prepare().
+ */
+int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared *p);
+
+/**
+ * zr_store_settle() - compress, with the hot codec, blocks that
+ * zr_file_prepare_later() stored, in every file, until none is left or
+ * @stop(@arg) says so (asked before each block). A block is copied under
+ * its file's lock, compressed without it, and replaced only if it still
+ * holds the same bytes; one that does not save min_saving stays raw, as
+ * zr_file_prepare() would have stored it.
+ * @return blocks looked at (compressed or found incompressible).
+ */
+uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg);
+
+/** Bytes of blocks stored by zr_file_prepare_later() and not compressed
+ * yet (blocks_pending * block_size), lock-free. */
+uint64_t zr_store_pending_bytes(struct zr_store *st);
 
 /**
  * zr_file_install() - put the prepared block @p at @index of @f, as

@@ -107,6 +107,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("budget", s.budget);
 	P("blocks_zero", s.blocks_zero);
 	P("blocks_raw", s.blocks_raw);
+	P("blocks_pending", s.blocks_pending);
 	P("blocks_hot", s.blocks_hot);
 	P("blocks_cold", s.blocks_cold);
 	P("blocks_dirty", s.blocks_dirty);

@@ -973,6 +973,20 @@ out:
 }
 
 /*
+ * The fill thread stores its copies as they are, for zr_store_settle() to
+ * compress once the stream is over, while copies pending compression take
+ * less than this share of the budget (1/ZR_FILL_LATER_SHARE); past it, for
+ * every ZR_FILL_PROBE-th block of a file, and after a block that did not
+ * compress (until one does), it compresses them itself. lz4 takes a core about as long as the stream
+ * takes to write the same bytes through FUSE, so a copy compressed at once
+ * fell behind the stream on two cores, and a read right after a `dd bs=1M
+ * conv=fdatasync` found a third of it missing; a memcpy keeps up. The
+ * probes tell whether the stream compresses (note_raw()).
+ */
+#define ZR_FILL_LATER_SHARE 8
+#define ZR_FILL_PROBE 16
+
+/*
  * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
  * as clean blocks. As a read that misses does (load_block()), each block is
  * read and compressed without ino->lock, and goes in under it only if no
@@ -987,11 +1001,18 @@ out:
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		     uint32_t n, char *blk, bool thread)
 {
-	uint64_t bs = fs->bs, gen;
+	uint64_t bs = fs->bs, gen, later_max = 0;
 	struct zr_prepared p;
+	bool later;
 	ssize_t got;
-	int fd;
+	int fd, rc;
 
+	if (thread) {
+		struct zr_stats s;
+
+		zr_store_get_stats(fs->store, &s);
+		later_max = s.budget / ZR_FILL_LATER_SHARE;
+	}
 	for (; n > 0; n--, idx++) {
 		/* (unlinked is read without ns_lock: a stale answer costs a
 		 * copy that goes with the inode). A copy never makes room:
@@ -1014,7 +1035,12 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
 		if ((uint64_t)got < bs)
 			memset(blk + got, 0, bs - (uint64_t)got);
-		if (zr_file_prepare(ino->blocks, blk, &p) != 0)
+		later = thread && idx % ZR_FILL_PROBE != 0 &&
+			!__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) &&
+			zr_store_pending_bytes(fs->store) < later_max;
+		rc = later ? zr_file_prepare_later(ino->blocks, blk, &p)
+			   : zr_file_prepare(ino->blocks, blk, &p);
+		if (rc != 0)
 			return;		/* no memory in the pool */
 		pthread_rwlock_wrlock(&ino->lock);
 		if (ino->gen == gen &&
@@ -1022,7 +1048,7 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 			zr_stat_add(&fs->stream_copies, 1);
 			if (thread)
 				zr_stat_add(&fs->fill_thread_copies, 1);
-			if ((uint64_t)got == bs)
+			if ((uint64_t)got == bs && !later)
 				note_raw(ino, p.fl & ZR_SLOT_RAW);
 		}
 		pthread_rwlock_unlock(&ino->lock);
@@ -1082,15 +1108,29 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 /*
  * The fill thread: makes the queued copies with the CPU time that nothing
  * else wants (nice 19), so that a stream written to the backing file is in
- * the tier, compressed, by the time it ends: during a `dd bs=1M
- * conv=fdatasync` through zramfs 40% of two cores' time was idle, which is
- * enough for lz4 to keep up. Not SCHED_IDLE: the thread takes locks others
+ * the tier by the time it ends: during a `dd bs=1M conv=fdatasync` through
+ * zramfs 40% of two cores' time was idle, enough for memcpy but not for lz4
+ * (ZR_FILL_LATER_SHARE). Once no copy was queued and nothing read for
+ * ZR_FILL_PAUSE_MS, it compresses the copies it stored as they were
+ * (zr_store_settle()). Not SCHED_IDLE: the thread takes locks others
  * wait for (the pool's, the fd cache's, ino->lock for an install), and a
  * SCHED_IDLE thread preempted while it holds one gets 0.3% of a CPU under
  * load, nice 19 about 1.5%; it holds none while it reads and compresses
  * (fill_run()). It pauses while reads go on (the writeback thread's drain
  * does too): its reads of the backing file would compete with theirs.
  */
+/*
+ * zr_store_settle()'s stop: the fill thread stops compressing its copies at
+ * unmount, and as soon as a stream queues more copies or a read comes
+ * (fill_paused(); a copy not compressed yet is read with a memcpy).
+ */
+static bool settle_stop(void *arg)
+{
+	struct zr_fs *fs = arg;
+
+	return __atomic_load_n(&fs->fill_stop, __ATOMIC_RELAXED) || !fill_paused(fs);
+}
+
 static void *fill_main(void *arg)
 {
 	struct zr_fs *fs = arg;
@@ -1106,6 +1146,16 @@ static void *fill_main(void *arg)
 		if (!blk || fill_reading(fs) || !fill_pop_locked(fs, &e)) {
 			struct timespec ts;
 
+			if (blk && fs->fill_len == 0 && fill_paused(fs) &&
+			    zr_store_pending_bytes(fs->store)) {
+				uint64_t done;
+
+				pthread_mutex_unlock(&fs->fill_lock);
+				done = zr_store_settle(fs->store, settle_stop, fs);
+				pthread_mutex_lock(&fs->fill_lock);
+				if (done)
+					continue;	/* (else: wait, not spin) */
+			}
 			zr_deadline(&ts, CLOCK_REALTIME, ZR_FILL_PAUSE_MS * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
 			continue;

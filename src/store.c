@@ -219,6 +219,8 @@ static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 	else
 		state = &st->s.blocks_hot;
 	zr_stat_add(state, one);
+	if (fl & ZR_SLOT_PENDING)
+		zr_stat_add(&st->s.blocks_pending, one);
 	if (!(fl & ZR_SLOT_SAME))
 		zr_stat_add(&st->s.compr_data_size, one * slot_len(s));
 	if (fl & ZR_SLOT_DIRTY) {
@@ -1138,6 +1140,28 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 	return rc;
 }
 
+int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared *p)
+{
+	struct zr_store *st = f->st;
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	p->handle = ZR_ZPOOL_NO_HANDLE;
+	p->codec = ZR_CODEC_NONE;
+	p->fl = ZR_SLOT_PRESENT;
+	if (same_filled(buf, st->cfg.block_size, &p->pat)) {
+		p->fl |= ZR_SLOT_SAME;
+		return 0;
+	}
+	/* (comp=none: raw for good, nothing to do later) */
+	p->fl |= ZR_SLOT_RAW | (st->cfg.comp != ZR_CODEC_NONE ? ZR_SLOT_PENDING : 0);
+	p->len = st->cfg.block_size;
+	rc = pool_store(st, buf, p->len, &p->handle);
+	if (rc)
+		p->handle = ZR_ZPOOL_NO_HANDLE;	/* (holds nothing) */
+	return rc;
+}
+
 void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p)
 {
 	if (p->handle != ZR_ZPOOL_NO_HANDLE)
@@ -1743,35 +1767,55 @@ static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_faile
 static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 {
 	struct zr_store *st = f->st;
-	uint32_t old = slot_len(s), handle;
+	uint32_t old = slot_len(s), handle, cap = old - 1;
 	uint8_t *tmp = scratch();
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+	bool pending = slot_has(s, ZR_SLOT_PENDING);
+	enum zr_codec_id codec = st->cfg.cold_comp;
+	int level = st->cfg.cold_level;
 	unsigned fl = (slot_flags(s) & ~ZR_SLOT_TRIM) | ZR_SLOT_COLD;
 	ssize_t n;
 
+	if (pending) {
+		/* stored as is, never compressed: it must save min_saving,
+		 * as zr_file_prepare() asks, or it stays raw for good */
+		fl &= ~(ZR_SLOT_RAW | ZR_SLOT_PENDING);
+		cap = st->cfg.block_size - st->cfg.min_saving;
+		if (codec == ZR_CODEC_NONE) {
+			codec = st->cfg.comp;
+			level = st->cfg.comp_level;
+			fl &= ~ZR_SLOT_COLD;
+		}
+	}
 	if (!tmp || !ctx || slot_decode(st, s, tmp) != 0)
 		goto fail;
-	n = block_compress(st, ctx, st->cfg.cold_comp, st->cfg.cold_level,
-			   tmp, tmp + ZR_BLOCK_MAX, old - 1, &fl);
+	n = block_compress(st, ctx, codec, level, tmp, tmp + ZR_BLOCK_MAX, cap, &fl);
 	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
 		goto fail;
 	update_max(st);		/* both copies are held here */
 	account(f, s, -1);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
-	s->info = make_info((uint32_t)n, st->cfg.cold_comp, fl);
+	s->info = make_info((uint32_t)n, codec, fl);
 	account(f, s, 1);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
 fail:
-	slot_set_flags(s, ZR_SLOT_NOCOLD, 0);
+	if (pending) {	/* raw for good (or no memory: the same, harmlessly) */
+		account(f, s, -1);
+		slot_set_flags(s, 0, ZR_SLOT_PENDING);
+		account(f, s, 1);
+	} else {
+		slot_set_flags(s, ZR_SLOT_NOCOLD, 0);
+	}
 	return 0;
 }
 
 /* Whether the idle pass or a demotion should try the cold codec on @s. */
 static inline bool recompress_candidate(const struct zr_slot *s)
 {
-	return !slot_has(s, ZR_SLOT_COLD | ZR_SLOT_NOCOLD | ZR_SLOT_RAW | ZR_SLOT_SAME);
+	return slot_has(s, ZR_SLOT_PENDING) ||
+	       !slot_has(s, ZR_SLOT_COLD | ZR_SLOT_NOCOLD | ZR_SLOT_RAW | ZR_SLOT_SAME);
 }
 
 /*
@@ -1801,6 +1845,13 @@ static bool recompress_fits(struct zr_store *st, uint64_t *holes)
 	return recompress_room(st);
 }
 
+/* Whether the cold codec would store a block differently from the hot one. */
+static bool recompress_useful(const struct zr_store *st)
+{
+	return st->cfg.cold_comp != ZR_CODEC_NONE &&
+	       (st->cfg.cold_comp != st->cfg.comp || st->cfg.cold_level != st->cfg.comp_level);
+}
+
 /*
  * One pass of idle recompression over every file: blocks last touched at or
  * before @mark go to the cold codec, up to @max_blocks and until @deadline
@@ -1814,8 +1865,8 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	struct zr_file *f = NULL;
 	uint64_t saved = 0, done = 0, holes = 0, pos, idx, n;
 	uint32_t clock = zr_policy_clock(st->pol);
+	bool useful = recompress_useful(st), fits;
 	struct zr_slot *s;
-	bool fits;
 
 	*more = false;
 	if (mark == 0)
@@ -1828,6 +1879,7 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 			/* idle: last touched before the previous pass (wrap-safe);
 			 * each block is tried once (COLD or NOCOLD after) */
 			if (recompress_candidate(s) && !slot_has(s, ZR_SLOT_UNDER_WB) &&
+			    (useful || slot_has(s, ZR_SLOT_PENDING)) &&
 			    (int32_t)(mark - s->ps.atime) >= 0) {
 				if (done == max_blocks) {
 					*more = true;
@@ -1866,13 +1918,6 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	return saved;
 }
 
-/* Whether the cold codec would store a block differently from the hot one. */
-static bool recompress_useful(const struct zr_store *st)
-{
-	return st->cfg.cold_comp != ZR_CODEC_NONE &&
-	       (st->cfg.cold_comp != st->cfg.comp || st->cfg.cold_level != st->cfg.comp_level);
-}
-
 uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
 				  uint64_t max_ms)
 {
@@ -1884,7 +1929,7 @@ uint64_t zr_store_recompress_idle(struct zr_store *st, uint64_t max_blocks,
 	mark = st->idle_mark;
 	st->idle_mark = zr_policy_clock(st->pol);
 	pthread_mutex_unlock(&st->reclaim_lock);
-	if (!recompress_useful(st))
+	if (!recompress_useful(st) && !zr_stat_read(&st->s.blocks_pending))
 		return 0;
 	saved = recompress_pass(st, mark, max_blocks, deadline, false, &more);
 	pthread_mutex_lock(&st->reclaim_lock);
@@ -1920,6 +1965,105 @@ uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ra
 	st->recomp_clock = zr_policy_clock(st->pol);
 	pthread_mutex_unlock(&st->reclaim_lock);
 	return saved;
+}
+
+uint64_t zr_store_pending_bytes(struct zr_store *st)
+{
+	return zr_stat_read(&st->s.blocks_pending) * st->cfg.block_size;
+}
+
+/*
+ * Compress the pending block at @idx of @f, which held @copy (block_size
+ * bytes) when it was read, into @out (scratch), and put it in the block's
+ * place if the block still holds those bytes: the comparison, not the
+ * slot's handle, tells, as a handle freed meanwhile may have been given to
+ * a new copy of other data. Caller holds no lock.
+ */
+static void settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uint8_t *out)
+{
+	struct zr_store *st = f->st;
+	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
+	uint32_t handle = ZR_ZPOOL_NO_HANDLE;
+	struct zr_slot *s;
+	unsigned fl = 0;
+	ssize_t n = -ENOMEM;
+	const void *cur;
+	bool same;
+
+	if (ctx)
+		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
+				   st->cfg.block_size - st->cfg.min_saving, &fl);
+	if (n > 0 && pool_store(st, out, (uint32_t)n, &handle) != 0)
+		return;		/* no memory: it stays pending */
+	if (n <= 0 && n != -ENOSPC)
+		return;		/* (-ENOSPC: it does not compress) */
+	pthread_mutex_lock(&f->lock);
+	s = lookup_present(f, idx);
+	same = s && slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME);
+	if (same) {
+		cur = zr_zpool_map(st->pool, s->u.handle);
+		same = cur && memcmp(cur, copy, st->cfg.block_size) == 0;
+		if (cur)
+			zr_zpool_unmap(st->pool, s->u.handle);
+	}
+	if (same) {
+		account(f, s, -1);
+		if (n > 0) {
+			update_max(st);		/* both copies are held here */
+			zr_zpool_free(st->pool, s->u.handle);
+			s->u.handle = handle;
+			handle = ZR_ZPOOL_NO_HANDLE;
+			s->info = make_info((uint32_t)n, st->cfg.comp,
+					    (slot_flags(s) & ~(ZR_SLOT_RAW | ZR_SLOT_PENDING |
+							       ZR_SLOT_TRIM | ZR_SLOT_NOCOLD)) | fl);
+		} else {
+			slot_set_flags(s, 0, ZR_SLOT_PENDING);	/* raw for good */
+		}
+		account(f, s, 1);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (handle != ZR_ZPOOL_NO_HANDLE)
+		zr_zpool_free(st->pool, handle);
+}
+
+uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg)
+{
+	uint8_t *tmp = scratch();
+	struct zr_file *f = NULL;
+	uint64_t done = 0, pos, idx;
+	struct zr_slot *s;
+	bool found;
+
+	if (!tmp)
+		return 0;
+	while (zr_stat_read(&st->s.blocks_pending) && (f = file_iter(st, f))) {
+		for (pos = 0;; pos = idx + 1) {
+			if (stop(arg)) {
+				zr_file_put(f);
+				return done;
+			}
+			found = false;
+			pthread_mutex_lock(&f->lock);
+			while ((s = map_next(f, pos, &idx))) {
+				if (slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME)) {
+					found = slot_decode(st, s, tmp) == 0;
+					break;
+				}
+				if (idx == UINT64_MAX)
+					break;
+				pos = idx + 1;
+			}
+			pthread_mutex_unlock(&f->lock);
+			if (!found)
+				break;
+			settle_one(f, idx, tmp, tmp + ZR_BLOCK_MAX);
+			done++;
+			if (idx == UINT64_MAX)
+				break;
+		}
+	}
+	zr_file_put(f);
+	return done;
 }
 
 /*

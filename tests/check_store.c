@@ -354,6 +354,148 @@ START_TEST(test_trim)
 }
 END_TEST
 
+/* Stop zr_store_settle() once *@arg blocks were looked at (counts down). */
+static bool settle_stop_after(void *arg)
+{
+	unsigned *left = arg;
+
+	if (*left == 0)
+		return true;
+	(*left)--;
+	return false;
+}
+
+/* Put @kind's block @i in @f through zr_file_prepare_later(), clean. */
+static void put_later(struct zr_file *f, uint64_t i, int kind, uint32_t bs)
+{
+	unsigned char *in = xmalloc(bs);
+	struct zr_prepared p;
+
+	zr_datagen_fill(kind, i, in, bs);
+	ck_assert_int_eq(zr_file_prepare_later(f, in, &p), 0);
+	ck_assert_int_eq(zr_file_install(f, i, &p, ZR_WRITE_CLEAN), 0);
+	free(in);
+}
+
+/*
+ * A block stored to be compressed later is kept as is, counted in
+ * blocks_raw and blocks_pending, and reads back; zr_store_settle()
+ * compresses it with the hot codec, or leaves it raw for good when it does
+ * not compress, and stops when asked.
+ */
+START_TEST(test_prepare_later_settle)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	unsigned char *exp = xmalloc(bs), *out = xmalloc(bs);
+	unsigned i, left;
+	struct zr_stats s0, s1;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 6; i++)
+		put_later(f, i, ZR_DATA_TEXT, bs);
+	put_later(f, 6, ZR_DATA_RANDOM, bs);
+	put_later(f, 7, ZR_DATA_ZERO, bs);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(zr_file_test_flags(f, i) & (ZR_SLOT_RAW | ZR_SLOT_PENDING),
+				 ZR_SLOT_RAW | ZR_SLOT_PENDING);
+	ck_assert(!(zr_file_test_flags(f, 7) & ZR_SLOT_PENDING));
+	ck_assert(zr_file_test_flags(f, 7) & ZR_SLOT_SAME);
+	zr_store_get_stats(st, &s0);
+	ck_assert_uint_eq(s0.blocks_pending, 7);
+	ck_assert_uint_eq(s0.blocks_raw, 7);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 7ull * bs);
+	ck_assert_uint_eq(s0.compr_data_size, 7ull * bs);
+	check_text_blocks(f, 6, bs);
+
+	/* asked to stop after two blocks: five are left */
+	left = 2;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 2);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 5ull * bs);
+	left = 100;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 5);
+	zr_store_get_stats(st, &s1);
+	ck_assert_uint_eq(s1.blocks_pending, 0);
+	ck_assert_uint_eq(s1.blocks_raw, 1);		/* the random block */
+	ck_assert_uint_eq(s1.blocks_hot, 6);
+	ck_assert_uint_eq(s1.blocks_zero, 1);
+	for (i = 0; i < 6; i++) {
+		ck_assert(!(zr_file_test_flags(f, i) & (ZR_SLOT_RAW | ZR_SLOT_PENDING)));
+		ck_assert_int_lt(zr_file_test_len(f, i), (int)(bs - bs / 8));
+	}
+	ck_assert_int_eq(zr_file_test_flags(f, 6) & (ZR_SLOT_RAW | ZR_SLOT_PENDING),
+			 ZR_SLOT_RAW);
+	/* the random block as is, the text ones at least halved */
+	ck_assert_uint_lt(s1.compr_data_size, bs + 6ull * bs / 2);
+	check_text_blocks(f, 6, bs);
+	zr_datagen_fill(ZR_DATA_RANDOM, 6, exp, bs);
+	ck_assert_int_eq(zr_file_read(f, 6, out), 1);
+	ck_assert_mem_eq(exp, out, bs);
+	/* nothing pending: nothing looked at, and the stop is never asked */
+	left = 0;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 0);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(exp);
+	free(out);
+}
+END_TEST
+
+/*
+ * A pending block that is rewritten is an ordinary block; the idle pass
+ * compresses pending blocks with the cold codec, also when the cold codec
+ * is the hot one (no other block is recompressed then).
+ */
+START_TEST(test_pending_idle)
+{
+	uint32_t bs = 16384;
+	struct zr_store_config cfg;
+	unsigned char *in = xmalloc(bs);
+	struct zr_store *st;
+	struct zr_file *f;
+	struct zr_stats s;
+	unsigned i;
+
+	for (int same = 0; same < 2; same++) {
+		zr_store_config_default(&cfg);
+		cfg.block_size = bs;
+		cfg.min_saving = bs / 8;
+		cfg.budget = 1 << 30;
+		if (same) {
+			cfg.cold_comp = cfg.comp;
+			cfg.cold_level = cfg.comp_level;
+		}
+		ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), 0);
+		ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+		for (i = 0; i < 4; i++)
+			put_later(f, i, ZR_DATA_TEXT, bs);
+		zr_datagen_fill(ZR_DATA_TEXT, 4, in, bs);
+		ck_assert_int_eq(zr_file_write(f, 4, in, ZR_WRITE_CLEAN), 0);	/* hot */
+		/* rewritten: compressed now, not pending */
+		zr_datagen_fill(ZR_DATA_TEXT, 3, in, bs);
+		ck_assert_int_eq(zr_file_write(f, 3, in, ZR_WRITE_DIRTY), 0);
+		ck_assert(!(zr_file_test_flags(f, 3) & (ZR_SLOT_RAW | ZR_SLOT_PENDING)));
+		zr_store_get_stats(st, &s);
+		ck_assert_uint_eq(s.blocks_pending, 3);
+		ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);	/* marks */
+		ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+		zr_store_get_stats(st, &s);
+		ck_assert_uint_eq(s.blocks_pending, 0);
+		ck_assert_uint_eq(s.blocks_raw, 0);
+		/* the pending blocks, and with a cold codec of its own the
+		 * two others, went cold */
+		ck_assert_uint_eq(s.recompressions, same ? 3 : 5);
+		for (i = 0; i < 3; i++)
+			ck_assert(!(zr_file_test_flags(f, i) & (ZR_SLOT_RAW | ZR_SLOT_PENDING)));
+		check_text_blocks(f, 5, bs);
+		zr_file_put(f);
+		zr_store_destroy(st);
+	}
+	free(in);
+}
+END_TEST
+
 /* Idle blocks are recompressed with the cold codec, blocks in use are not. */
 START_TEST(test_recompress_idle)
 {
@@ -1588,6 +1730,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_busy_file);
 	tcase_add_test(tc, test_recompress_budget);
 	tcase_add_test(tc, test_recompress_idle);
+	tcase_add_test(tc, test_prepare_later_settle);
+	tcase_add_test(tc, test_pending_idle);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
 	suite_add_tcase(s, tc);

@@ -4,7 +4,8 @@
 # (seq_cutoff) are made while the stream goes on, by a fill thread that
 # runs at the lowest priority (nice 19), not only once writes pause for
 # 50 ms: a 96 MiB stream written in 1 MiB O_DIRECT writes 20 ms apart has
-# most of its blocks in the tier before its last write. Then the file reads
+# most of its blocks in the tier before its last write. The copies go in as
+# they are and are compressed once the stream stops. Then the file reads
 # back right, through the mount and from the backing file.
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=120
@@ -49,10 +50,13 @@ done
 
 say "a 96 MiB stream in 1 MiB writes, 20 ms apart"
 c0=$(zr_stat stream_copies_idle)
+pmax=0
 for i in $(seq 0 94); do
 	dd if="$ZR_TMP/src" of="$M/f" bs=1M count=1 skip="$i" seek="$i" \
 		iflag=fullblock oflag=direct conv=notrunc status=none ||
 		fail "write $i of the stream failed"
+	p=$(zr_stat blocks_pending)
+	[ "$p" -gt "$pmax" ] && pmax=$p && mem_at_pmax=$(zr_stat mem_used_total)
 	sleep 0.02
 done
 c1=$(zr_stat stream_copies_idle)
@@ -67,6 +71,23 @@ say "blocks the fill thread copied into the tier before the last write: $((c1 - 
 [ $((c1 - c0)) -ge 190 ] ||
 	fail "the fill thread copied only $((c1 - c0)) of the stream's 1520 blocks while it went on"
 
+say "the copies went in as they were (at most $pmax blocks at once), and are compressed once the stream stops"
+# (15 of each 16 are stored as they are while the stream goes on: a
+# memcpy, where lz4 fell behind the stream; the fill thread compresses
+# them after 50 ms without a copy queued or a read)
+[ "$pmax" -ge 95 ] || fail "only $pmax of the stream's blocks were ever pending compression"
+for i in $(seq 100); do
+	[ "$(zr_stat blocks_pending)" = 0 ] && break
+	sleep 0.1
+done
+[ "$(zr_stat blocks_pending)" = 0 ] ||
+	fail "$(zr_stat blocks_pending) blocks still pending compression 10 s after the stream"
+mem=$(zr_stat mem_used_total)
+say "tier: $mem_at_pmax bytes with $pmax blocks pending, $mem after"
+# text compresses 3-4x with lz4: the pending blocks took at least twice
+# their compressed size
+[ "$mem" -lt $((mem_at_pmax - pmax * 65536 / 2)) ] ||
+	fail "the tier did not shrink when its copies were compressed ($mem_at_pmax -> $mem bytes)"
 cmp "$ZR_TMP/src" "$M/f" || fail "the stream reads back different"
 zr_umount
 cmp "$ZR_TMP/src" "$B/f" || fail "the stream's backing file differs"
