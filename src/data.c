@@ -1001,18 +1001,14 @@ out:
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		     uint32_t n, char *blk, bool thread)
 {
-	uint64_t bs = fs->bs, gen, later_max = 0;
+	uint64_t bs = fs->bs, gen, later_max;
 	struct zr_prepared p;
 	bool later;
 	ssize_t got;
 	int fd, rc;
 
-	if (thread) {
-		struct zr_stats s;
-
-		zr_store_get_stats(fs->store, &s);
-		later_max = s.budget / ZR_FILL_LATER_SHARE;
-	}
+	later_max = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) /
+		    ZR_FILL_LATER_SHARE;
 	for (; n > 0; n--, idx++) {
 		/* (unlinked is read without ns_lock: a stale answer costs a
 		 * copy that goes with the inode). A copy never makes room:

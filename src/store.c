@@ -115,6 +115,7 @@ struct zr_file {
 	uint64_t map_bytes;		/* bytes of nodes (heap_cost()) */
 	uint64_t nblocks;		/* present blocks; atomic reads */
 	uint64_t ndirty;		/* dirty blocks; atomic reads */
+	uint64_t npending;		/* ZR_SLOT_PENDING blocks; atomic reads */
 	uint64_t dirty_since;		/* zr_now_ms() when ndirty became > 0; atomic reads */
 	int error;			/* sticky writeback error */
 	struct zr_file *prev, *next;	/* files_lock */
@@ -219,8 +220,10 @@ static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 	else
 		state = &st->s.blocks_hot;
 	zr_stat_add(state, one);
-	if (fl & ZR_SLOT_PENDING)
+	if (fl & ZR_SLOT_PENDING) {
 		zr_stat_add(&st->s.blocks_pending, one);
+		zr_stat_add(&f->npending, one);
+	}
 	if (!(fl & ZR_SLOT_SAME))
 		zr_stat_add(&st->s.compr_data_size, one * slot_len(s));
 	if (fl & ZR_SLOT_DIRTY) {
@@ -1978,8 +1981,10 @@ uint64_t zr_store_pending_bytes(struct zr_store *st)
  * place if the block still holds those bytes: the comparison, not the
  * slot's handle, tells, as a handle freed meanwhile may have been given to
  * a new copy of other data. Caller holds no lock.
+ * @return whether the block is settled (compressed, or found not to
+ * compress); false when it changed meanwhile or memory ran out.
  */
-static void settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uint8_t *out)
+static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uint8_t *out)
 {
 	struct zr_store *st = f->st;
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
@@ -1994,9 +1999,9 @@ static void settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uin
 		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
 				   st->cfg.block_size - st->cfg.min_saving, &fl);
 	if (n > 0 && pool_store(st, out, (uint32_t)n, &handle) != 0)
-		return;		/* no memory: it stays pending */
+		return false;	/* no memory: it stays pending */
 	if (n <= 0 && n != -ENOSPC)
-		return;		/* (-ENOSPC: it does not compress) */
+		return false;	/* (-ENOSPC: it does not compress) */
 	pthread_mutex_lock(&f->lock);
 	s = lookup_present(f, idx);
 	same = s && slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME);
@@ -2024,7 +2029,11 @@ static void settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uin
 	pthread_mutex_unlock(&f->lock);
 	if (handle != ZR_ZPOOL_NO_HANDLE)
 		zr_zpool_free(st->pool, handle);
+	return same;
 }
+
+/* Slots settle looks at under one hold of a file's lock. */
+#define SETTLE_SCAN 256
 
 uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg)
 {
@@ -2032,34 +2041,39 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 	struct zr_file *f = NULL;
 	uint64_t done = 0, pos, idx;
 	struct zr_slot *s;
+	unsigned scanned;
 	bool found;
 
 	if (!tmp)
 		return 0;
 	while (zr_stat_read(&st->s.blocks_pending) && (f = file_iter(st, f))) {
-		for (pos = 0;; pos = idx + 1) {
+		pos = 0;
+		while (zr_stat_read(&f->npending)) {
 			if (stop(arg)) {
 				zr_file_put(f);
 				return done;
 			}
+			/* the next pending block, SETTLE_SCAN slots at most
+			 * at a time (a preempted nice-19 caller holds the
+			 * lock no longer than that) */
 			found = false;
+			scanned = 0;
 			pthread_mutex_lock(&f->lock);
-			while ((s = map_next(f, pos, &idx))) {
-				if (slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME)) {
-					found = slot_decode(st, s, tmp) == 0;
+			while ((s = map_next(f, pos, &idx)) && scanned++ < SETTLE_SCAN) {
+				pos = idx + 1;
+				if (slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME) &&
+				    slot_decode(st, s, tmp) == 0) {
+					found = true;
 					break;
 				}
 				if (idx == UINT64_MAX)
 					break;
-				pos = idx + 1;
 			}
 			pthread_mutex_unlock(&f->lock);
-			if (!found)
-				break;
-			settle_one(f, idx, tmp, tmp + ZR_BLOCK_MAX);
-			done++;
-			if (idx == UINT64_MAX)
-				break;
+			if (found && settle_one(f, idx, tmp, tmp + ZR_BLOCK_MAX))
+				done++;
+			if (!s || idx == UINT64_MAX)
+				break;	/* the end of this file's map */
 		}
 	}
 	zr_file_put(f);
@@ -2091,8 +2105,9 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 	s = lookup_present(f, c->index);
 	if (!s || s->ps.atime != c->atime || slot_has(s, ZR_SLOT_UNDER_WB))
 		goto skip;	/* gone or touched since it was sampled */
-	if (recomp_ok && cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE &&
-	    recompress_candidate(s)) {
+	if (recomp_ok && recompress_candidate(s) &&
+	    (slot_has(s, ZR_SLOT_PENDING) ||
+	     (cold_differs && st->cfg.cold_comp != ZR_CODEC_NONE))) {
 		uint32_t saved = recompress(f, s);
 
 		if (saved) {

@@ -365,6 +365,13 @@ static bool settle_stop_after(void *arg)
 	return false;
 }
 
+/* A zr_store_settle() stop that counts the times it is asked. */
+static bool settle_count(void *arg)
+{
+	(*(unsigned *)arg)++;
+	return false;
+}
+
 /* Put @kind's block @i in @f through zr_file_prepare_later(), clean. */
 static void put_later(struct zr_file *f, uint64_t i, int kind, uint32_t bs)
 {
@@ -434,7 +441,8 @@ START_TEST(test_prepare_later_settle)
 	ck_assert_mem_eq(exp, out, bs);
 	/* nothing pending: nothing looked at, and the stop is never asked */
 	left = 0;
-	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 0);
+	ck_assert_uint_eq(zr_store_settle(st, settle_count, &left), 0);
+	ck_assert_uint_eq(left, 0);
 	zr_file_put(f);
 	zr_store_destroy(st);
 	free(exp);
@@ -493,6 +501,78 @@ START_TEST(test_pending_idle)
 		zr_store_destroy(st);
 	}
 	free(in);
+}
+END_TEST
+
+/*
+ * Without memory, settling leaves blocks pending and says it did nothing
+ * (the fill thread then waits instead of trying again at once); it goes on
+ * once memory is back.
+ */
+START_TEST(test_settle_enomem)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	struct zr_file *f;
+	unsigned i, asked = 0;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 4; i++)
+		put_later(f, i, ZR_DATA_TEXT, bs);
+	zr_zpool_fail_after(zr_store_test_pool(st), 0);
+	ck_assert_uint_eq(zr_store_settle(st, settle_count, &asked), 0);
+	ck_assert_uint_ge(asked, 4);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 4ull * bs);
+	check_text_blocks(f, 4, bs);
+	zr_zpool_fail_after(zr_store_test_pool(st), -1);
+	ck_assert_uint_eq(zr_store_settle(st, settle_count, &asked), 4);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 0);
+	check_text_blocks(f, 4, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+}
+END_TEST
+
+/*
+ * Reclaim compresses pending blocks (they look the most expensive to the
+ * policy) rather than dropping them, also when the cold codec is the hot
+ * one, or none.
+ */
+START_TEST(test_reclaim_pending)
+{
+	uint32_t bs = 16384;
+	struct zr_store_config cfg;
+	struct zr_store *st;
+	struct zr_file *f;
+	struct zr_stats s;
+	unsigned i;
+
+	for (int k = 0; k < 3; k++) {
+		zr_store_config_default(&cfg);
+		cfg.block_size = bs;
+		cfg.min_saving = bs / 8;
+		cfg.budget = 1 << 30;
+		if (k == 1) {
+			cfg.cold_comp = cfg.comp;
+			cfg.cold_level = cfg.comp_level;
+		} else if (k == 2) {
+			cfg.cold_comp = ZR_CODEC_NONE;
+			cfg.cold_level = zr_codec_default_level(ZR_CODEC_NONE);
+		}
+		ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), 0);
+		ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+		for (i = 0; i < 64; i++)
+			put_later(f, i, ZR_DATA_TEXT, bs);
+		ck_assert_int_ge(zr_store_reclaim(st, zr_store_mem_used(st) - 4 * bs,
+						  UINT64_MAX), 4 * bs);
+		zr_store_get_stats(st, &s);
+		ck_assert_uint_eq(s.demotions, 0);
+		ck_assert_uint_ge(s.recompressions, 4);
+		ck_assert_uint_eq(s.blocks_pending + s.recompressions, 64);
+		check_text_blocks(f, 64, bs);
+		zr_file_put(f);
+		zr_store_destroy(st);
+	}
 }
 END_TEST
 
@@ -1732,6 +1812,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_recompress_idle);
 	tcase_add_test(tc, test_prepare_later_settle);
 	tcase_add_test(tc, test_pending_idle);
+	tcase_add_test(tc, test_settle_enomem);
+	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
 	suite_add_tcase(s, tc);
