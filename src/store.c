@@ -1308,7 +1308,8 @@ static bool wb_selected(const struct zr_slot *s, unsigned flags)
 		return true;
 	if ((flags & ZR_WB_IDLE) && !slot_has(s, ZR_SLOT_IDLE))
 		return false;
-	if ((flags & ZR_WB_RAW) && !slot_has(s, ZR_SLOT_RAW))
+	/* (a pending block is raw only until it is compressed) */
+	if ((flags & ZR_WB_RAW) && (!slot_has(s, ZR_SLOT_RAW) || slot_has(s, ZR_SLOT_PENDING)))
 		return false;
 	return (flags & (ZR_WB_IDLE | ZR_WB_RAW)) != 0;
 }

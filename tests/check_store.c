@@ -576,6 +576,34 @@ START_TEST(test_reclaim_pending)
 }
 END_TEST
 
+/* `writeback raw` takes incompressible dirty blocks, not pending ones made
+ * dirty again (zr_file_redirty() after a failed fsync). */
+START_TEST(test_writeback_raw_pending)
+{
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	put_later(f, 0, ZR_DATA_TEXT, bs);
+	zr_datagen_fill(ZR_DATA_RANDOM, 1, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 1, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_uint_eq(zr_file_redirty(f), 1);
+	ck_assert_int_eq(zr_file_test_flags(f, 0) & (ZR_SLOT_DIRTY | ZR_SLOT_PENDING),
+			 ZR_SLOT_DIRTY | ZR_SLOT_PENDING);
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_RAW), 0);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert_uint_eq(r.call[0].index, 1);
+	ck_assert_uint_eq(r.call[0].n, 1);
+	ck_assert(zr_file_dirty(f));
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /* Idle blocks are recompressed with the cold codec, blocks in use are not. */
 START_TEST(test_recompress_idle)
 {
@@ -1814,6 +1842,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_pending_idle);
 	tcase_add_test(tc, test_settle_enomem);
 	tcase_add_test(tc, test_reclaim_pending);
+	tcase_add_test(tc, test_writeback_raw_pending);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
 	suite_add_tcase(s, tc);
