@@ -81,8 +81,9 @@ if zr_stats_on; then
 	say "written to the backing file by the stream before any fsync: $((w1 - w0)) bytes"
 	# (not all of it: until 4 MiB of its WRITEs in a row continue each
 	# other the stream is not found, and the kernel's flusher and the
-	# close interleave theirs; kept in the tier, it would be 0)
-	[ $((w1 - w0)) -ge $((32 << 20)) ] ||
+	# close interleave theirs: 43-63 MB alone, 31 MB once beside the other
+	# tests of `make -j2 check`; kept in the tier, it would be 0)
+	[ $((w1 - w0)) -ge $((16 << 20)) ] ||
 		fail "a 64 MiB stream wrote only $((w1 - w0)) bytes to the backing file before fsync"
 fi
 cmp "$ZR_TMP/stream" "$M/s" || fail "the stream reads back different"
