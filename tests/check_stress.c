@@ -2,7 +2,8 @@
 /*
  * check_stress.c - concurrency test of the block store: 8 threads write,
  * read and punch blocks of their own files and of shared ones, verifying
- * every byte, while a reclaim thread keeps a small budget. A model "disk"
+ * every byte, while a reclaim thread keeps a small budget and a settle
+ * thread compresses the copies stored as they are. A model "disk"
  * receives the writebacks; a miss is served from it, so a lost dirty block
  * shows up as a mismatch.
  */
@@ -98,8 +99,18 @@ static void check_block(unsigned i, unsigned b, unsigned char *buf, unsigned cha
 	pthread_mutex_unlock(&m->disk_lock);
 	if (memcmp(buf, exp, BS))
 		__atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
-	if (zr_store_make_room(st, BS) == 0)
+	if (zr_store_make_room(st, BS) != 0)
+		return;
+	if (b % 2) {
+		/* a copy stored as is, for the settler to compress (as the
+		 * filesystem's fill thread does with a stream's blocks) */
+		struct zr_prepared p;
+
+		if (zr_file_prepare_later(m->f, buf, &p) == 0)
+			zr_file_install(m->f, b, &p, ZR_WRITE_CLEAN);
+	} else {
 		zr_file_write(m->f, b, buf, ZR_WRITE_CLEAN);
+	}
 }
 
 static void *worker(void *arg)
@@ -166,10 +177,37 @@ static void *reclaimer(void *arg)
 	return NULL;
 }
 
+static bool never_stop(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+static bool settle_stop(void *arg)
+{
+	(void)arg;
+	return __atomic_load_n(&stop, __ATOMIC_ACQUIRE);
+}
+
+/* Compresses pending copies while the workers write, punch and read them
+ * (zr_store_settle() copies a block out, compresses it without the file's
+ * lock and puts it back only if the block did not change). */
+static void *settler(void *arg)
+{
+	uint64_t *settled = arg;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+		*settled += zr_store_settle(st, settle_stop, NULL);
+		usleep(50);
+	}
+	return NULL;
+}
+
 START_TEST(test_stress)
 {
 	struct zr_store_config cfg;
-	pthread_t th[NTHREADS], rt;
+	pthread_t th[NTHREADS], rt, sett;
+	uint64_t settled = 0;
 	unsigned char *buf = malloc(BS), *exp = malloc(BS);
 	struct zr_stats s;
 	uint64_t blocks = 0;
@@ -192,21 +230,25 @@ START_TEST(test_stress)
 	bad = enospc = wb_calls = 0;
 	stop = 0;
 	ck_assert_int_eq(pthread_create(&rt, NULL, reclaimer, NULL), 0);
+	ck_assert_int_eq(pthread_create(&sett, NULL, settler, &settled), 0);
 	for (i = 0; i < NTHREADS; i++)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i), 0);
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	pthread_join(rt, NULL);
+	pthread_join(sett, NULL);
 
 	ck_assert_uint_eq(bad, 0);
 	zr_store_get_stats(st, &s);
 	printf("stress (%s): %llu demotions, %llu writebacks in %llu calls, %llu recompressions, "
-	       "max %llu of %u bytes, %llu make_room retries\n",
+	       "max %llu of %u bytes, %llu make_room retries, %llu copies settled, %llu pending\n",
 	       _i ? "lru" : "adaptive",
 	       (unsigned long long)s.demotions, (unsigned long long)s.writebacks,
 	       (unsigned long long)wb_calls, (unsigned long long)s.recompressions,
-	       (unsigned long long)s.mem_used_max, BUDGET, (unsigned long long)enospc);
+	       (unsigned long long)s.mem_used_max, BUDGET, (unsigned long long)enospc,
+	       (unsigned long long)settled, (unsigned long long)s.blocks_pending);
+	ck_assert_uint_gt(settled, 0);
 	ck_assert_uint_gt(s.demotions, 0);
 	ck_assert_uint_gt(s.writebacks, 0);
 	ck_assert_uint_eq(s.writeback_errors, 0);
@@ -224,6 +266,16 @@ START_TEST(test_stress)
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.orig_data_size, blocks * BS);
 	ck_assert_uint_eq(s.blocks_zero + s.blocks_raw + s.blocks_hot + s.blocks_cold, blocks);
+	ck_assert_uint_le(s.blocks_pending, s.blocks_raw);
+	/* what is still pending settles, and reads back the same */
+	(void)zr_store_settle(st, never_stop, NULL);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_pending, 0);
+	for (i = 0; i < NFILES; i++) {
+		for (b = 0; b < NBLOCKS; b++)
+			check_block(i, b, buf, exp);
+	}
+	ck_assert_uint_eq(bad, 0);
 	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_dirty, 0);
