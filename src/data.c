@@ -977,11 +977,12 @@ out:
  * compress once the stream is over, while copies pending compression take
  * less than this share of the budget (1/ZR_FILL_LATER_SHARE); past it, for
  * every ZR_FILL_PROBE-th block of a file, and after a block that did not
- * compress (until one does), it compresses them itself. lz4 takes a core about as long as the stream
- * takes to write the same bytes through FUSE, so a copy compressed at once
- * fell behind the stream on two cores, and a read right after a `dd bs=1M
- * conv=fdatasync` found a third of it missing; a memcpy keeps up. The
- * probes tell whether the stream compresses (note_raw()).
+ * compress (until one does), it compresses them itself. lz4 takes a core
+ * about as long as the stream takes to write the same bytes through FUSE,
+ * so a copy compressed at once fell behind the stream on two cores, and a
+ * read right after a `dd bs=1M conv=fdatasync` found a third of it
+ * missing; a memcpy keeps up. The probes tell whether the stream
+ * compresses (note_raw()).
  */
 #define ZR_FILL_LATER_SHARE 8
 #define ZR_FILL_PROBE 16
@@ -1102,6 +1103,18 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
 }
 
 /*
+ * zr_store_settle()'s stop: the fill thread stops compressing its copies at
+ * unmount, and as soon as a stream queues more copies or a read comes
+ * (fill_paused(); a copy not compressed yet is read with a memcpy).
+ */
+static bool settle_stop(void *arg)
+{
+	struct zr_fs *fs = arg;
+
+	return __atomic_load_n(&fs->fill_stop, __ATOMIC_RELAXED) || !fill_paused(fs);
+}
+
+/*
  * The fill thread: makes the queued copies with the CPU time that nothing
  * else wants (nice 19), so that a stream written to the backing file is in
  * the tier by the time it ends: during a `dd bs=1M conv=fdatasync` through
@@ -1115,18 +1128,6 @@ static bool fill_drain(struct zr_fs *fs, uint64_t max_ms)
  * (fill_run()). It pauses while reads go on (the writeback thread's drain
  * does too): its reads of the backing file would compete with theirs.
  */
-/*
- * zr_store_settle()'s stop: the fill thread stops compressing its copies at
- * unmount, and as soon as a stream queues more copies or a read comes
- * (fill_paused(); a copy not compressed yet is read with a memcpy).
- */
-static bool settle_stop(void *arg)
-{
-	struct zr_fs *fs = arg;
-
-	return __atomic_load_n(&fs->fill_stop, __ATOMIC_RELAXED) || !fill_paused(fs);
-}
-
 static void *fill_main(void *arg)
 {
 	struct zr_fs *fs = arg;

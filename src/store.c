@@ -1101,7 +1101,12 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 
 _Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no pool object");
 
-int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
+/*
+ * zr_file_prepare() and, with @later, zr_file_prepare_later(): a same-filled
+ * block as its pattern; otherwise compressed (unless @later or comp=none)
+ * and stored raw when that did not save min_saving, pending when @later.
+ */
+static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bool later)
 {
 	struct zr_store *st = f->st;
 	uint32_t bs = st->cfg.block_size;
@@ -1117,7 +1122,7 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 		p->fl |= ZR_SLOT_SAME;
 		return 0;
 	}
-	if (st->cfg.comp != ZR_CODEC_NONE) {
+	if (st->cfg.comp != ZR_CODEC_NONE && !later) {
 		uint8_t *tmp = scratch();
 		struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
 
@@ -1133,8 +1138,11 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 			return (int)n;
 		}
 	}
-	if (n == -ENOSPC) {	/* did not save min_saving: keep it raw */
+	if (n == -ENOSPC) {	/* did not save min_saving, or not tried: raw */
 		p->fl |= ZR_SLOT_RAW;
+		/* (comp=none: raw for good, nothing to do later) */
+		if (later && st->cfg.comp != ZR_CODEC_NONE)
+			p->fl |= ZR_SLOT_PENDING;
 		p->len = bs;
 	}
 	rc = pool_store(st, src, p->len, &p->handle);
@@ -1143,26 +1151,14 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 	return rc;
 }
 
+int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
+{
+	return prepare(f, buf, p, false);
+}
+
 int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared *p)
 {
-	struct zr_store *st = f->st;
-	int rc;
-
-	memset(p, 0, sizeof(*p));
-	p->handle = ZR_ZPOOL_NO_HANDLE;
-	p->codec = ZR_CODEC_NONE;
-	p->fl = ZR_SLOT_PRESENT;
-	if (same_filled(buf, st->cfg.block_size, &p->pat)) {
-		p->fl |= ZR_SLOT_SAME;
-		return 0;
-	}
-	/* (comp=none: raw for good, nothing to do later) */
-	p->fl |= ZR_SLOT_RAW | (st->cfg.comp != ZR_CODEC_NONE ? ZR_SLOT_PENDING : 0);
-	p->len = st->cfg.block_size;
-	rc = pool_store(st, buf, p->len, &p->handle);
-	if (rc)
-		p->handle = ZR_ZPOOL_NO_HANDLE;	/* (holds nothing) */
-	return rc;
+	return prepare(f, buf, p, true);
 }
 
 void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p)
