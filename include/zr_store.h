@@ -264,11 +264,12 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p);
 
 /**
  * zr_file_prepare_later() - zr_file_prepare() without the compression: @buf
- * goes into the pool as is (a same-filled block as a pattern), marked to be
- * compressed later, by zr_store_settle(), by the idle recompression pass
- * (with the cold codec), or by a reclaim that would otherwise drop it. For
- * a clean copy made while the CPU has a stream to keep up with: a memcpy
- * instead of the codec. @return as zr_file_prepare().
+ * goes into the pool as is, without its zero tail (a same-filled block as
+ * a pattern), marked to be compressed later, by zr_store_settle(), by the
+ * idle recompression pass (with the cold codec), or by a reclaim that would
+ * otherwise drop it. For a clean copy made while the CPU has a stream to
+ * keep up with, and a block written by a writer that waits for it: a
+ * memcpy instead of the codec. @return as zr_file_prepare().
  */
 int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared *p);
 
@@ -277,14 +278,14 @@ int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared
  * zr_file_prepare_later() stored, in every file, until none is left or
  * @stop(@arg) says so (asked before each block). A block is copied under
  * its file's lock, compressed without it, and replaced only if it still
- * holds the same bytes; one that does not save min_saving stays raw, as
- * zr_file_prepare() would have stored it.
+ * holds the same bytes; one that does not save min_saving, or that its
+ * zero tail alone made shorter than it compresses, stays raw.
  * @return blocks looked at (compressed or found incompressible).
  */
 uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg);
 
-/** Bytes of blocks stored by zr_file_prepare_later() and not compressed
- * yet (blocks_pending * block_size), lock-free. */
+/** Pool bytes of blocks stored by zr_file_prepare_later() and not
+ * compressed yet, lock-free. */
 uint64_t zr_store_pending_bytes(struct zr_store *st);
 
 /**

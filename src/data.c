@@ -669,7 +669,8 @@ static void note_ms(uint64_t *at, uint64_t now)
 		__atomic_store_n(at, now, __ATOMIC_RELAXED);
 }
 
-/* Note foreground I/O (a queued copy) for fill_paused(). */
+/* Note foreground I/O (a queued copy, a block written to be compressed
+ * later) for fill_paused(). */
 static void fill_note_io(struct zr_fs *fs)
 {
 	note_ms(&fs->fg_last_ms, zr_now_ms());
@@ -988,6 +989,30 @@ out:
 #define ZR_FILL_PROBE 16
 
 /*
+ * Whether block @idx of @ino, written by a writer (@whole: all of it), goes
+ * into the tier as it is, for the fill thread to compress once it has the
+ * time (zr_store_settle()), rather than compressed by the writer. Writers
+ * wait for the compressor: with the kernel's writeback cache, a WRITE comes
+ * from the close() or fsync() of the program that wrote, and an untar of
+ * 10k files of /usr/include and /usr/share/doc (15 KB each) spent lz4's
+ * 20-25 us in every close. Within the fill thread's share of the budget
+ * (ZR_FILL_LATER_SHARE, shared with its copies); a whole block is
+ * compressed at once every ZR_FILL_PROBE-th block, and after one that did
+ * not compress until one does, as the fill thread does, so that a file
+ * that does not compress is still found (note_raw()).
+ */
+static bool write_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx, bool whole)
+{
+	if (fs->fill_threads == 0)
+		return false;	/* nothing would compress it */
+	if (whole && (idx % ZR_FILL_PROBE == ZR_FILL_PROBE - 1 ||
+		      __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED)))
+		return false;
+	return zr_store_pending_bytes(fs->store) <
+	       __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) / ZR_FILL_LATER_SHARE;
+}
+
+/*
  * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
  * as clean blocks. As a read that misses does (load_block()), each block is
  * read and compressed without ino->lock, and goes in under it only if no
@@ -1296,6 +1321,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		const char *src = data + (pos - off);
 		bool bypass_this, around = false;	/* @run below is a write-around */
+		bool later = false;	/* the dirty block goes in uncompressed */
 		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
 		/* a stream's bytes that go to the backing file as they are:
@@ -1420,8 +1446,12 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * refusal (the usual failure) leaves the file as it
 			 * was, under either lock */
 			rc = zr_store_make_room(fs->store, bs);
+			later = write_later(fs, ino, idx, boff == 0 && n == bs);
+			if (later)
+				fill_note_io(fs);	/* settle after the writes */
 			if (rc == 0)
-				rc = zr_file_prepare(ino->blocks, src, &p);
+				rc = later ? zr_file_prepare_later(ino->blocks, src, &p)
+					   : zr_file_prepare(ino->blocks, src, &p);
 			if (rc == 0) {
 				/* the size before the block: a writeback that
 				 * found a dirty block past it would take it for
@@ -1443,7 +1473,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* a partial block, padded with old data or zeros, says
 			 * nothing about the file's data (p.fl outlives the
 			 * install) */
-			if (rc == 0 && boff == 0 && n == bs)
+			if (rc == 0 && boff == 0 && n == bs && !later)
 				note_raw(ino, p.fl & ZR_SLOT_RAW);
 			if (rc) {
 				if (rc == -ENOMEM)

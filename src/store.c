@@ -30,7 +30,8 @@
  * A slot is 24 bytes: the pool handle or the same-fill pattern, one info
  * word (stored length, codec, flags) and the policy state. Stored length is
  * the compressed length (plus TRIM_HDR when trimmed, below), block_size for
- * a raw block, 0 for a same block.
+ * a raw block (a pending one, ZR_SLOT_PENDING, is stored without its zero
+ * tail: its length up to its last non-zero byte), 0 for a same block.
  *
  * A block that ends in TRIM_MIN or more zero bytes (the last block of most
  * files: a 5 KiB header fills a 64 KiB block to a twelfth) is compressed
@@ -142,6 +143,7 @@ struct zr_store {
 	uint64_t meta;			/* nodes + records of files with nodes
 					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
+	uint64_t pending_len;		/* stored bytes of ZR_SLOT_PENDING blocks; atomic */
 	struct zr_stats s;		/* counters; atomic */
 };
 
@@ -222,6 +224,7 @@ static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 	zr_stat_add(state, one);
 	if (fl & ZR_SLOT_PENDING) {
 		zr_stat_add(&st->s.blocks_pending, one);
+		zr_stat_add(&st->pending_len, one * slot_len(s));
 		zr_stat_add(&f->npending, one);
 	}
 	if (!(fl & ZR_SLOT_SAME))
@@ -759,7 +762,9 @@ static int slot_decode(struct zr_store *st, const struct zr_slot *s, void *buf)
 	if (!src)
 		return -EIO;
 	if (slot_has(s, ZR_SLOT_RAW)) {
-		memcpy(buf, src, bs);
+		/* (a pending block is stored without its zero tail) */
+		memcpy(buf, src, slot_len(s));
+		memset((uint8_t *)buf + slot_len(s), 0, bs - slot_len(s));
 		zr_zpool_unmap(st->pool, s->u.handle);
 		return 0;
 	}
@@ -1143,7 +1148,10 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 		/* (comp=none: raw for good, nothing to do later) */
 		if (later && st->cfg.comp != ZR_CODEC_NONE)
 			p->fl |= ZR_SLOT_PENDING;
-		p->len = bs;
+		/* stored later: without its zero tail, as a small file's
+		 * block is mostly that (a memcpy of it and of the pages it
+		 * touches cost more than lz4) */
+		p->len = later ? data_len(buf, bs) : bs;
 	}
 	rc = pool_store(st, src, p->len, &p->handle);
 	if (rc)
@@ -1780,7 +1788,7 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 		/* stored as is, never compressed: it must save min_saving,
 		 * as zr_file_prepare() asks, or it stays raw for good */
 		fl &= ~(ZR_SLOT_RAW | ZR_SLOT_PENDING);
-		cap = st->cfg.block_size - st->cfg.min_saving;
+		cap = ZR_MIN(cap, st->cfg.block_size - st->cfg.min_saving);
 		if (codec == ZR_CODEC_NONE) {
 			codec = st->cfg.comp;
 			level = st->cfg.comp_level;
@@ -1969,19 +1977,22 @@ uint64_t zr_store_recompress_more(struct zr_store *st, uint64_t max_ms, bool *ra
 
 uint64_t zr_store_pending_bytes(struct zr_store *st)
 {
-	return zr_stat_read(&st->s.blocks_pending) * st->cfg.block_size;
+	return zr_stat_read(&st->pending_len);
 }
 
 /*
  * Compress the pending block at @idx of @f, which held @copy (block_size
- * bytes) when it was read, into @out (scratch), and put it in the block's
- * place if the block still holds those bytes: the comparison, not the
- * slot's handle, tells, as a handle freed meanwhile may have been given to
- * a new copy of other data. Caller holds no lock.
+ * bytes, decoded from a slot of @len stored bytes) when it was read, into
+ * @out (scratch), and put it in the block's place if the block still holds
+ * those bytes: the comparison, not the slot's handle, tells, as a handle
+ * freed meanwhile may have been given to a new copy of other data. It
+ * stays raw for good when it does not compress to less than @len and
+ * min_saving. Caller holds no lock.
  * @return whether the block is settled (compressed, or found not to
  * compress); false when it changed meanwhile or memory ran out.
  */
-static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uint8_t *out)
+static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
+		       uint32_t len, uint8_t *out)
 {
 	struct zr_store *st = f->st;
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
@@ -1994,7 +2005,8 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uin
 
 	if (ctx)
 		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
-				   st->cfg.block_size - st->cfg.min_saving, &fl);
+				   ZR_MIN(len - 1, st->cfg.block_size - st->cfg.min_saving),
+				   &fl);
 	if (n > 0 && pool_store(st, out, (uint32_t)n, &handle) != 0)
 		return false;	/* no memory: it stays pending */
 	if (n <= 0 && n != -ENOSPC)
@@ -2003,8 +2015,9 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy, uin
 	s = lookup_present(f, idx);
 	same = s && slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME);
 	if (same) {
+		/* the stored bytes, and zeros past them, as in @copy */
 		cur = zr_zpool_map(st->pool, s->u.handle);
-		same = cur && memcmp(cur, copy, st->cfg.block_size) == 0;
+		same = cur && slot_len(s) == len && memcmp(cur, copy, len) == 0;
 		if (cur)
 			zr_zpool_unmap(st->pool, s->u.handle);
 	}
@@ -2039,6 +2052,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 	uint64_t done = 0, pos, idx;
 	struct zr_slot *s;
 	unsigned scanned;
+	uint32_t len = 0;
 	bool found;
 
 	if (!tmp)
@@ -2060,6 +2074,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 				pos = idx + 1;
 				if (slot_has(s, ZR_SLOT_PENDING) && !slot_has(s, ZR_SLOT_SAME) &&
 				    slot_decode(st, s, tmp) == 0) {
+					len = slot_len(s);
 					found = true;
 					break;
 				}
@@ -2067,7 +2082,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 					break;
 			}
 			pthread_mutex_unlock(&f->lock);
-			if (found && settle_one(f, idx, tmp, tmp + ZR_BLOCK_MAX))
+			if (found && settle_one(f, idx, tmp, len, tmp + ZR_BLOCK_MAX))
 				done++;
 			if (!s || idx == UINT64_MAX)
 				break;	/* the end of this file's map */

@@ -3,7 +3,8 @@
 # control_stats: the hidden .zramfs directory.  stats parses ("name value",
 # every documented name present) and its counters move as they must: zeros
 # raise blocks_zero, text compresses better than 1.5:1, writes leave dirty
-# blocks that `writeback all` cleans, reads after drop_clean miss and then
+# blocks that `writeback all` cleans, written blocks are compressed once
+# writes pause (blocks_pending), reads after drop_clean miss and then
 # hit; `size=` and `dirty_expire=` change the config live; an unknown
 # command fails with EINVAL; .zramfs is not listed by readdir.  zramfsctl
 # lists the mount, prints valid JSON, and gives up (status 1, a message)
@@ -46,9 +47,28 @@ z1=$(zr_stat blocks_zero)
 say "blocks_zero $z0 -> $z1"
 [ $((z1 - z0)) -ge 120 ] || fail "8 MiB of zeros in 64 KiB blocks raised blocks_zero by $((z1 - z0)), expected 128"
 
+say "written blocks go in as they are while writes go on"
+# (the fill thread compresses them after 50 ms without such a write: each
+# small copy here comes sooner than that, unless the machine is very busy)
+head -c $((256 << 10)) "$ZR_TMP/text" >"$ZR_TMP/small"
+pmax=0
+for i in $(seq 20); do
+	cp "$ZR_TMP/small" "$M/small$i"
+	p=$(zr_stat blocks_pending)
+	[ "$p" -gt "$pmax" ] && pmax=$p
+done
+say "at most $pmax blocks pending compression"
+[ "$pmax" -gt 0 ] || fail "no written block was ever pending compression"
+zr_wait_settled 10 || fail "$(zr_stat blocks_pending) blocks still pending compression 10 s after the writes"
+for i in $(seq 20); do
+	cmp "$ZR_TMP/small" "$M/small$i" || fail "small$i differs once compressed"
+done
+rm -f "$M"/small*
+
 say "text compresses"
 o0=$(zr_stat orig_data_size) c0=$(zr_stat compr_data_size)
 cp "$ZR_TMP/text" "$M/text"
+zr_wait_settled 10 || fail "$(zr_stat blocks_pending) blocks still pending compression 10 s after cp"
 o1=$(zr_stat orig_data_size) c1=$(zr_stat compr_data_size)
 do_=$((o1 - o0)) dc=$((c1 - c0))
 say "orig +$do_, compr +$dc for $TEXT bytes of text"

@@ -338,6 +338,18 @@ zr_stat() {
 	echo "$v"
 }
 
+# zr_wait_settled SECS: waits until no block is pending compression
+# (blocks_pending is 0), for at most SECS seconds; fails (status 1) if
+# some still are.
+zr_wait_settled() {
+	local i
+	for i in $(seq $(($1 * 10))); do
+		[ "$(zr_stat blocks_pending)" = 0 ] && return 0
+		sleep 0.1
+	done
+	[ "$(zr_stat blocks_pending)" = 0 ]
+}
+
 # zr_config NAME: prints one value of .zramfs/config.
 zr_config() {
 	zr_stats_on || return 0
