@@ -279,7 +279,8 @@ int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared
  * @stop(@arg) says so (asked before each block). A block is copied under
  * its file's lock, compressed without it, and replaced only if it still
  * holds the same bytes; one that does not save min_saving, or that its
- * zero tail alone made shorter than it compresses, stays raw.
+ * zero tail alone made shorter than it compresses, stays raw. Blocks stay
+ * pending while both copies would not fit under the budget.
  * @return blocks looked at (compressed or found incompressible).
  */
 uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg);

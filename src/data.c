@@ -1003,7 +1003,7 @@ out:
  */
 static bool write_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx, bool whole)
 {
-	if (fs->fill_threads == 0)
+	if (fs->fill_threads == 0 || fs->opt->store.comp == ZR_CODEC_NONE)
 		return false;	/* nothing would compress it */
 	if (whole && (idx % ZR_FILL_PROBE == ZR_FILL_PROBE - 1 ||
 		      __atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED)))
@@ -1446,12 +1446,13 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * refusal (the usual failure) leaves the file as it
 			 * was, under either lock */
 			rc = zr_store_make_room(fs->store, bs);
-			later = write_later(fs, ino, idx, boff == 0 && n == bs);
-			if (later)
-				fill_note_io(fs);	/* settle after the writes */
-			if (rc == 0)
+			if (rc == 0) {
+				later = write_later(fs, ino, idx, boff == 0 && n == bs);
+				if (later)
+					fill_note_io(fs);	/* settle after the writes */
 				rc = later ? zr_file_prepare_later(ino->blocks, src, &p)
 					   : zr_file_prepare(ino->blocks, src, &p);
+			}
 			if (rc == 0) {
 				/* the size before the block: a writeback that
 				 * found a dirty block past it would take it for

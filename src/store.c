@@ -238,6 +238,29 @@ static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 	}
 }
 
+/*
+ * account(-1) ... account(+1) around a change of slot @s that keeps it in
+ * the file and dirty if it was (a new length, codec or RAW/PENDING flags):
+ * without them, the change of a file's only dirty block would restart its
+ * dirty_expire clock (ndirty to 0 and back), and a file whose blocks are
+ * compressed again and again would never be written back by age.
+ * account_out() @return the clock, for account_in(). Caller holds f->lock.
+ */
+static uint64_t account_out(struct zr_file *f, const struct zr_slot *s)
+{
+	uint64_t since = zr_stat_read(&f->dirty_since);
+
+	account(f, s, -1);
+	return since;
+}
+
+static void account_in(struct zr_file *f, const struct zr_slot *s, uint64_t since)
+{
+	account(f, s, 1);
+	if (since && slot_has(s, ZR_SLOT_DIRTY))
+		zr_stat_set(&f->dirty_since, since);
+}
+
 /* Per-thread scratch: two blocks (compression output, recompression input). */
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -1779,6 +1802,7 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	uint8_t *tmp = scratch();
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
 	bool pending = slot_has(s, ZR_SLOT_PENDING);
+	uint64_t since;
 	enum zr_codec_id codec = st->cfg.cold_comp;
 	int level = st->cfg.cold_level;
 	unsigned fl = (slot_flags(s) & ~ZR_SLOT_TRIM) | ZR_SLOT_COLD;
@@ -1801,18 +1825,18 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
 		goto fail;
 	update_max(st);		/* both copies are held here */
-	account(f, s, -1);
+	since = account_out(f, s);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
 	s->info = make_info((uint32_t)n, codec, fl);
-	account(f, s, 1);
+	account_in(f, s, since);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
 fail:
 	if (pending) {	/* raw for good (or no memory: the same, harmlessly) */
-		account(f, s, -1);
+		since = account_out(f, s);
 		slot_set_flags(s, 0, ZR_SLOT_PENDING);
-		account(f, s, 1);
+		account_in(f, s, since);
 	} else {
 		slot_set_flags(s, ZR_SLOT_NOCOLD, 0);
 	}
@@ -1987,12 +2011,16 @@ uint64_t zr_store_pending_bytes(struct zr_store *st)
  * those bytes: the comparison, not the slot's handle, tells, as a handle
  * freed meanwhile may have been given to a new copy of other data. It
  * stays raw for good when it does not compress to less than @len and
- * min_saving. Caller holds no lock.
+ * min_saving. Both copies are held for a moment, and the raw one leaves a
+ * hole: only when that fits under the budget (recompress_fits(), with
+ * @holes, the bytes freed since the last compaction); a full tier's
+ * pending blocks are left to reclaim (which compresses them when that
+ * fits, or writes them back and drops them). Caller holds no lock.
  * @return whether the block is settled (compressed, or found not to
- * compress); false when it changed meanwhile or memory ran out.
+ * compress); false when it changed meanwhile, or room or memory ran out.
  */
 static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
-		       uint32_t len, uint8_t *out)
+		       uint32_t len, uint8_t *out, uint64_t *holes)
 {
 	struct zr_store *st = f->st;
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
@@ -2000,6 +2028,7 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 	struct zr_slot *s;
 	unsigned fl = 0;
 	ssize_t n = -ENOMEM;
+	uint64_t since;
 	const void *cur;
 	bool same;
 
@@ -2007,8 +2036,9 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
 				   ZR_MIN(len - 1, st->cfg.block_size - st->cfg.min_saving),
 				   &fl);
-	if (n > 0 && pool_store(st, out, (uint32_t)n, &handle) != 0)
-		return false;	/* no memory: it stays pending */
+	if (n > 0 && (!recompress_fits(st, holes) ||
+		      pool_store(st, out, (uint32_t)n, &handle) != 0))
+		return false;	/* no room or memory: it stays pending */
 	if (n <= 0 && n != -ENOSPC)
 		return false;	/* (-ENOSPC: it does not compress) */
 	pthread_mutex_lock(&f->lock);
@@ -2022,10 +2052,11 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 			zr_zpool_unmap(st->pool, s->u.handle);
 	}
 	if (same) {
-		account(f, s, -1);
+		since = account_out(f, s);
 		if (n > 0) {
 			update_max(st);		/* both copies are held here */
 			zr_zpool_free(st->pool, s->u.handle);
+			*holes += len;
 			s->u.handle = handle;
 			handle = ZR_ZPOOL_NO_HANDLE;
 			s->info = make_info((uint32_t)n, st->cfg.comp,
@@ -2034,7 +2065,7 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 		} else {
 			slot_set_flags(s, 0, ZR_SLOT_PENDING);	/* raw for good */
 		}
-		account(f, s, 1);
+		account_in(f, s, since);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (handle != ZR_ZPOOL_NO_HANDLE)
@@ -2049,7 +2080,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 {
 	uint8_t *tmp = scratch();
 	struct zr_file *f = NULL;
-	uint64_t done = 0, pos, idx;
+	uint64_t done = 0, holes = 0, pos, idx;
 	struct zr_slot *s;
 	unsigned scanned;
 	uint32_t len = 0;
@@ -2082,7 +2113,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 					break;
 			}
 			pthread_mutex_unlock(&f->lock);
-			if (found && settle_one(f, idx, tmp, len, tmp + ZR_BLOCK_MAX))
+			if (found && settle_one(f, idx, tmp, len, tmp + ZR_BLOCK_MAX, &holes))
 				done++;
 			if (!s || idx == UINT64_MAX)
 				break;	/* the end of this file's map */

@@ -510,6 +510,83 @@ START_TEST(test_later_trimmed)
 END_TEST
 
 /*
+ * Settling holds both copies of a block for a moment: on a tier too full
+ * for that it leaves the blocks pending (and the tier within its budget),
+ * and settles them once the budget has room.
+ */
+START_TEST(test_settle_full_tier)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 64 * bs;
+	struct zr_store *st = mkstore(bs, budget, NULL);
+	struct zr_stats s0, s;
+	struct zr_file *f;
+	unsigned i = 0, left = 1000;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	while (zr_store_mem_used(st) + bs + 4096 <= budget)
+		put_later(f, i++, ZR_DATA_TEXT, bs);
+	ck_assert_uint_gt(i, 8);
+	zr_store_get_stats(st, &s0);
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_pending, i);
+	ck_assert_uint_eq(s.mem_used_max, s0.mem_used_max);
+	ck_assert_int_eq(zr_store_set_budget(st, 4 * budget), 0);
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), i);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 0);
+	check_text_blocks(f, i, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+}
+END_TEST
+
+/*
+ * Compressing a file's only dirty block, pending, by settling or by the
+ * idle pass, does not restart the file's dirty_expire clock: it is
+ * written back by age as if nothing had changed it.
+ */
+START_TEST(test_settle_keeps_expiry)
+{
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_prepared p;
+	struct zr_file *f[2];
+	unsigned left = 100;
+	int i;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
+		ck_assert_int_eq(zr_file_prepare_later(f[i], in, &p), 0);
+		ck_assert_int_eq(zr_file_install(f[i], 0, &p, ZR_WRITE_DIRTY), 0);
+	}
+	usleep(300 * 1000);
+	/* settled: both written back by age; then the same by the idle pass */
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 2);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 200), 0);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert(!zr_file_dirty(f[0]) && !zr_file_dirty(f[1]));
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(zr_file_prepare_later(f[i], in, &p), 0);
+		ck_assert_int_eq(zr_file_install(f[i], 0, &p, ZR_WRITE_DIRTY), 0);
+	}
+	usleep(300 * 1000);
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);	/* marks */
+	ck_assert_uint_gt(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 0);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 200), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	for (i = 0; i < 2; i++)
+		zr_file_put(f[i]);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
+/*
  * A pending block that is rewritten is an ordinary block; the idle pass
  * compresses pending blocks with the cold codec, also when the cold codec
  * is the hot one (no other block is recompressed then).
@@ -1966,6 +2043,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_prepare_later_settle);
 	tcase_add_test(tc, test_pending_idle);
 	tcase_add_test(tc, test_later_trimmed);
+	tcase_add_test(tc, test_settle_keeps_expiry);
+	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_enomem);
 	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_writeback_raw_pending);
