@@ -45,7 +45,7 @@
  * Lock ordering (outermost first):
  *   1. st->reclaim_lock   one reclaimer at a time (make_room, reclaim)
  *   2. f->io_lock         held around ops->writeback() of that file
- *   3. st->files_lock     the list of files and the sweep cursor
+ *   3. st->files_lock     the list of files, the sweep and settle cursors
  *   4. f->lock            the file's map and slots, nblocks, ndirty, error
  *   5. policy pool lock   the candidate pool (policy.c), taken under f->lock
  *   6. zpool locks        inside zr_zpool_*()
@@ -140,6 +140,8 @@ struct zr_store {
 	struct zr_file *head, *tail;	/* every live file */
 	struct zr_file *cursor;		/* sweep position: file ... */
 	uint64_t cursor_index;		/* ... and next block index in it */
+	struct zr_file *settle_at;	/* where zr_store_settle() stopped: file ... */
+	uint64_t settle_index;		/* ... and next block index in it */
 	uint64_t meta;			/* nodes + records of files with nodes
 					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
@@ -1008,6 +1010,10 @@ void zr_file_put(struct zr_file *f)
 	if (st->cursor == f) {
 		st->cursor = f->next;
 		st->cursor_index = 0;
+	}
+	if (st->settle_at == f) {
+		st->settle_at = f->next;
+		st->settle_index = 0;
 	}
 	if (f->prev)
 		f->prev->next = f->next;
@@ -2012,10 +2018,9 @@ uint64_t zr_store_pending_bytes(struct zr_store *st)
  * freed meanwhile may have been given to a new copy of other data. It
  * stays raw for good when it does not compress to less than @len and
  * min_saving. Both copies are held for a moment, and the raw one leaves a
- * hole: only when that fits under the budget (recompress_fits(), with
- * @holes, the bytes freed since the last compaction); a full tier's
- * pending blocks are left to reclaim (which compresses them when that
- * fits, or writes them back and drops them). Caller holds no lock.
+ * hole, added to *@holes: only when that fits under the budget (the
+ * caller compacts those holes first when it does not, recompress_fits()).
+ * Caller holds no lock.
  * @return whether the block is settled (compressed, or found not to
  * compress); false when it changed meanwhile, or room or memory ran out.
  */
@@ -2036,7 +2041,7 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
 				   ZR_MIN(len - 1, st->cfg.block_size - st->cfg.min_saving),
 				   &fl);
-	if (n > 0 && (!recompress_fits(st, holes) ||
+	if (n > 0 && (!recompress_room(st) ||
 		      pool_store(st, out, (uint32_t)n, &handle) != 0))
 		return false;	/* no room or memory: it stays pending */
 	if (n <= 0 && n != -ENOSPC)
@@ -2076,22 +2081,62 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 /* Slots settle looks at under one hold of a file's lock. */
 #define SETTLE_SCAN 256
 
+/*
+ * The file a settle pass starts at, referenced: where the last one stopped
+ * (*@pos: the block index there; the cursor moves on when that file goes),
+ * or the first. *@from_head: whether that is the start of the list's head.
+ * NULL when there is no file.
+ */
+static struct zr_file *settle_resume(struct zr_store *st, uint64_t *pos, bool *from_head)
+{
+	struct zr_file *f;
+
+	pthread_mutex_lock(&st->files_lock);
+	f = st->settle_at ? st->settle_at : st->head;
+	*pos = st->settle_at ? st->settle_index : 0;
+	while (f && !file_try_get(f)) {
+		f = f->next;
+		*pos = 0;
+	}
+	*from_head = f == st->head && *pos == 0;
+	pthread_mutex_unlock(&st->files_lock);
+	return f;
+}
+
+/* Remember @f (referenced; NULL: the head) and block @pos for the next pass. */
+static void settle_save(struct zr_store *st, struct zr_file *f, uint64_t pos)
+{
+	pthread_mutex_lock(&st->files_lock);
+	st->settle_at = f;
+	st->settle_index = pos;
+	pthread_mutex_unlock(&st->files_lock);
+}
+
+/*
+ * A pass goes on from where the last one stopped (a request stops it: with
+ * a million files and the pending ones near the end, starting at the head
+ * each time walked all of them again), to the end, then once from the
+ * head: what the wrap finds before the start, and blocks written behind it
+ * meanwhile. A tier too full to hold both copies of a block ends it, as
+ * nothing more would fit until reclaim makes room.
+ */
 uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg)
 {
 	uint8_t *tmp = scratch();
-	struct zr_file *f = NULL;
+	struct zr_file *f;
 	uint64_t done = 0, holes = 0, pos, idx;
 	struct zr_slot *s;
 	unsigned scanned;
 	uint32_t len = 0;
-	bool found;
+	bool found, wrapped;
 
-	if (!tmp)
+	if (!tmp || !zr_stat_read(&st->s.blocks_pending))
 		return 0;
-	while (zr_stat_read(&st->s.blocks_pending) && (f = file_iter(st, f))) {
-		pos = 0;
+	f = settle_resume(st, &pos, &wrapped);
+	while (f && zr_stat_read(&st->s.blocks_pending)) {
 		while (zr_stat_read(&f->npending)) {
-			if (stop(arg)) {
+			if (stop(arg) || !recompress_fits(st, &holes)) {
+				settle_save(st, f, pos);
 				zr_file_put(f);
 				return done;
 			}
@@ -2118,7 +2163,14 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 			if (!s || idx == UINT64_MAX)
 				break;	/* the end of this file's map */
 		}
+		pos = 0;
+		f = file_iter(st, f);
+		if (!f && !wrapped) {
+			wrapped = true;
+			f = file_iter(st, NULL);
+		}
 	}
+	settle_save(st, NULL, 0);
 	zr_file_put(f);
 	return done;
 }

@@ -510,6 +510,47 @@ START_TEST(test_later_trimmed)
 END_TEST
 
 /*
+ * A settle pass goes on where the last one stopped, and wraps around to
+ * what it passed by: a block made pending behind the stop is settled
+ * after those in front of it, then by the same pass.
+ */
+START_TEST(test_settle_resumes)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	struct zr_file *f[2];
+	unsigned i, left;
+
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(zr_file_create(st, NULL, &f[i]), 0);
+	for (i = 0; i < 4; i++) {
+		put_later(f[0], i, ZR_DATA_TEXT, bs);
+		put_later(f[1], i, ZR_DATA_TEXT, bs);
+	}
+	left = 2;	/* f[0]'s blocks 0 and 1 */
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 2);
+	ck_assert(!(zr_file_test_flags(f[0], 1) & ZR_SLOT_PENDING));
+	ck_assert(zr_file_test_flags(f[0], 2) & ZR_SLOT_PENDING);
+	/* block 0 again, behind the stop */
+	zr_file_drop(f[0], 0, 1);
+	put_later(f[0], 0, ZR_DATA_TEXT, bs);
+	left = 1;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 1);
+	ck_assert(!(zr_file_test_flags(f[0], 2) & ZR_SLOT_PENDING));
+	ck_assert(zr_file_test_flags(f[0], 0) & ZR_SLOT_PENDING);
+	/* the rest: f[0]'s block 3, f[1], then block 0 on the wrap */
+	left = 100;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 6);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 0);
+	for (i = 0; i < 2; i++) {
+		check_text_blocks(f[i], 4, bs);
+		zr_file_put(f[i]);
+	}
+	zr_store_destroy(st);
+}
+END_TEST
+
+/*
  * Settling holds both copies of a block for a moment: on a tier too full
  * for that it leaves the blocks pending (and the tier within its budget),
  * and settles them once the budget has room.
@@ -2045,6 +2086,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_later_trimmed);
 	tcase_add_test(tc, test_settle_keeps_expiry);
 	tcase_add_test(tc, test_settle_full_tier);
+	tcase_add_test(tc, test_settle_resumes);
 	tcase_add_test(tc, test_settle_enomem);
 	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_writeback_raw_pending);
