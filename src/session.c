@@ -556,6 +556,11 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		big_now = true;
 	if (n < (ssize_t)sizeof(*in))
 		return n;
+	/* and when one comes: the fill thread's settling (settle_time()) stops
+	 * as it starts, not once it is done */
+	now_ms = zr_now_ms();
+	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now_ms)
+		__atomic_store_n(&fs->req_last_ms, now_ms, __ATOMIC_RELAXED);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 	zr_cpulat_busy(fs);
 	switch (in->opcode) {

@@ -2128,12 +2128,24 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 	struct zr_slot *s;
 	unsigned scanned;
 	uint32_t len = 0;
+	unsigned walked = 0;
 	bool found, wrapped;
 
 	if (!tmp || !zr_stat_read(&st->s.blocks_pending))
 		return 0;
 	f = settle_resume(st, &pos, &wrapped);
+	if (!f && !wrapped) {	/* (the files after the cursor are going) */
+		wrapped = true;
+		f = file_iter(st, NULL);
+	}
 	while (f && zr_stat_read(&st->s.blocks_pending)) {
+		/* (asked also every 64 files passed by: a walk over many
+		 * settled files takes files_lock for each) */
+		if (++walked % 64 == 0 && stop(arg)) {
+			settle_save(st, f, pos);
+			zr_file_put(f);
+			return done;
+		}
 		while (zr_stat_read(&f->npending)) {
 			if (stop(arg) || !recompress_fits(st, &holes)) {
 				settle_save(st, f, pos);

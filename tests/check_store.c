@@ -510,6 +510,41 @@ START_TEST(test_later_trimmed)
 END_TEST
 
 /*
+ * The file a settle pass stopped at goes (its last reference put), then the
+ * one after it: the cursor moves on each time, and the next pass starts
+ * from the head (helper-5's test; run under ASan by make check-sanitize).
+ */
+START_TEST(test_settle_cursor_put)
+{
+	uint32_t bs = 16384;
+	struct zr_store *st = mkstore(bs, 1 << 30, NULL);
+	struct zr_file *f[3];
+	unsigned i, left;
+
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(zr_file_create(st, NULL, &f[i]), 0);
+		put_later(f[i], 0, ZR_DATA_TEXT, bs);
+		put_later(f[i], 1, ZR_DATA_TEXT, bs);
+	}
+	left = 1;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 1);
+	zr_file_put(f[0]);	/* the file the pass stopped in */
+	left = 2;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 2);	/* f[1]'s */
+	zr_file_put(f[2]);	/* the cursor's file (stopped before its block 0) */
+	zr_file_put(f[1]);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f[0]), 0);
+	put_later(f[0], 0, ZR_DATA_TEXT, bs);
+	left = 100;
+	ck_assert_uint_eq(zr_store_settle(st, settle_stop_after, &left), 1);
+	ck_assert_uint_eq(zr_store_pending_bytes(st), 0);
+	check_text_blocks(f[0], 1, bs);
+	zr_file_put(f[0]);
+	zr_store_destroy(st);
+}
+END_TEST
+
+/*
  * A settle pass goes on where the last one stopped, and wraps around to
  * what it passed by: a block made pending behind the stop is settled
  * after those in front of it, then by the same pass.
@@ -2087,6 +2122,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_settle_keeps_expiry);
 	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_resumes);
+	tcase_add_test(tc, test_settle_cursor_put);
 	tcase_add_test(tc, test_settle_enomem);
 	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_writeback_raw_pending);
