@@ -28,6 +28,15 @@ uint64_t zr_now_ms(void);
 /** Monotonic clock in nanoseconds. */
 uint64_t zr_now_ns(void);
 
+/* Store @now (zr_now_ms()) in @at, a relaxed atomic, unless it holds it
+ * already: at most one store a millisecond to a line threads on every core
+ * read and write. */
+static inline void zr_note_ms(uint64_t *at, uint64_t now)
+{
+	if (__atomic_load_n(at, __ATOMIC_RELAXED) != now)
+		__atomic_store_n(at, now, __ATOMIC_RELAXED);
+}
+
 /**
  * zr_deadline() - set @ts to @ns nanoseconds from now on clock @clk (the
  * clock of the condition variable it is for), for

@@ -662,18 +662,10 @@ static bool fill_paused(struct zr_fs *fs)
 		ZR_FILL_PAUSE_MS;
 }
 
-/* Store @now in @at, a relaxed atomic. At most one store per millisecond:
- * readers on both cores share the line. */
-static void note_ms(uint64_t *at, uint64_t now)
-{
-	if (__atomic_load_n(at, __ATOMIC_RELAXED) != now)
-		__atomic_store_n(at, now, __ATOMIC_RELAXED);
-}
-
 /* Note foreground I/O (a queued copy) for fill_paused(). */
 static void fill_note_io(struct zr_fs *fs)
 {
-	note_ms(&fs->fg_last_ms, zr_now_ms());
+	zr_note_ms(&fs->fg_last_ms, zr_now_ms());
 }
 
 /* Note a read for fill_paused() and fill_reading(). */
@@ -681,8 +673,8 @@ static void fill_note_read(struct zr_fs *fs)
 {
 	uint64_t now = zr_now_ms();
 
-	note_ms(&fs->fg_last_ms, now);
-	note_ms(&fs->read_last_ms, now);
+	zr_note_ms(&fs->fg_last_ms, now);
+	zr_note_ms(&fs->read_last_ms, now);
 }
 
 /* Whether something was read in the last ZR_FILL_PAUSE_MS. */
@@ -974,34 +966,30 @@ out:
 }
 
 /*
- * The fill thread stores its copies as they are, for zr_store_settle() to
- * compress once the stream is over, while copies pending compression take
- * less than this share of the budget (1/ZR_FILL_LATER_SHARE); past it, for
- * every ZR_FILL_PROBE-th block of a file, and after a block that did not
- * compress (until one does), it compresses them itself. lz4 takes a core
- * about as long as the stream takes to write the same bytes through FUSE,
- * so a copy compressed at once fell behind the stream on two cores, and a
- * read right after a `dd bs=1M conv=fdatasync` found a third of it
- * missing; a memcpy keeps up. The probes tell whether the stream
- * compresses (note_raw()).
+ * Blocks pending compression take less than this share of the budget
+ * (1/ZR_FILL_LATER_SHARE); a whole block is compressed at once every
+ * ZR_FILL_PROBE-th block of a file (compress_later()).
  */
 #define ZR_FILL_LATER_SHARE 8
 #define ZR_FILL_PROBE 16
 
 /*
- * Whether block @idx of @ino, written by a writer (@whole: all of it), goes
- * into the tier as it is, for the fill thread to compress once it has the
- * time (zr_store_settle()), rather than compressed by the writer. Writers
- * wait for the compressor: with the kernel's writeback cache, a WRITE comes
- * from the close() or fsync() of the program that wrote, and an untar of
- * 10k files of /usr/include and /usr/share/doc (15 KB each) spent lz4's
- * 20-25 us in every close. Within the fill thread's share of the budget
- * (ZR_FILL_LATER_SHARE, shared with its copies); a whole block is
- * compressed at once every ZR_FILL_PROBE-th block, and after one that did
- * not compress until one does, as the fill thread does, so that a file
- * that does not compress is still found (note_raw()).
+ * Whether block @idx of @ino (@whole: all of it) goes into the tier as it
+ * is, for the fill thread to compress once requests pause
+ * (zr_store_settle()), rather than compressed now. For the fill thread's
+ * copies of a stream: lz4 takes a core about as long as the stream takes
+ * to write the same bytes through FUSE, so a copy compressed at once fell
+ * behind the stream on two cores, and a read right after a `dd bs=1M
+ * conv=fdatasync` found a third of it missing; a memcpy keeps up. For a
+ * writer's blocks: with the kernel's writeback cache, a WRITE comes from
+ * the close() or fsync() of the program that wrote, and an untar of 10k
+ * files of /usr/include and /usr/share/doc (15 KB each) spent lz4's 20-25
+ * us in every close. While pending blocks take less than their share of
+ * the budget; a whole block is compressed at once every ZR_FILL_PROBE-th
+ * block, and after one that did not compress until one does, so that a
+ * file that does not compress is still found (note_raw()).
  */
-static bool write_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx, bool whole)
+static bool compress_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx, bool whole)
 {
 	if (fs->fill_threads == 0 || fs->opt->store.comp == ZR_CODEC_NONE)
 		return false;	/* nothing would compress it */
@@ -1027,14 +1015,12 @@ static bool write_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx, bo
 static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		     uint32_t n, char *blk, bool thread)
 {
-	uint64_t bs = fs->bs, gen, later_max;
+	uint64_t bs = fs->bs, gen;
 	struct zr_prepared p;
 	bool later;
 	ssize_t got;
 	int fd, rc;
 
-	later_max = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) /
-		    ZR_FILL_LATER_SHARE;
 	for (; n > 0; n--, idx++) {
 		/* (unlinked is read without ns_lock: a stale answer costs a
 		 * copy that goes with the inode). A copy never makes room:
@@ -1057,9 +1043,7 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		zr_stat_add(&fs->bytes_read_backing, (uint64_t)got);
 		if ((uint64_t)got < bs)
 			memset(blk + got, 0, bs - (uint64_t)got);
-		later = thread && idx % ZR_FILL_PROBE != 0 &&
-			!__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) &&
-			zr_store_pending_bytes(fs->store) < later_max;
+		later = thread && compress_later(fs, ino, idx, true);
 		rc = later ? zr_file_prepare_later(ino->blocks, blk, &p)
 			   : zr_file_prepare(ino->blocks, blk, &p);
 		if (rc != 0)
@@ -1157,7 +1141,7 @@ static bool settle_stop(void *arg)
  * else wants (nice 19), so that a stream written to the backing file is in
  * the tier by the time it ends: during a `dd bs=1M conv=fdatasync` through
  * zramfs 40% of two cores' time was idle, enough for memcpy but not for lz4
- * (ZR_FILL_LATER_SHARE). Once no request came for ZR_FILL_PAUSE_MS, it
+ * (compress_later()). Once no request came for ZR_FILL_PAUSE_MS, it
  * compresses the copies it stored as they were, and the blocks writers
  * stored so (zr_store_settle(), settle_time()). Not SCHED_IDLE: the thread
  * takes locks others wait for (the pool's, the fd cache's, ino->lock for
@@ -1461,7 +1445,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * was, under either lock */
 			rc = zr_store_make_room(fs->store, bs);
 			if (rc == 0) {
-				later = write_later(fs, ino, idx, boff == 0 && n == bs);
+				later = compress_later(fs, ino, idx, boff == 0 && n == bs);
 				rc = later ? zr_file_prepare_later(ino->blocks, src, &p)
 					   : zr_file_prepare(ino->blocks, src, &p);
 			}

@@ -546,9 +546,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		big_last_ms = now_ms;
 		big_now = false;
 	}
-	/* (one store a millisecond at most: all threads pass here) */
-	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now_ms)
-		__atomic_store_n(&fs->req_last_ms, now_ms, __ATOMIC_RELAXED);
+	zr_note_ms(&fs->req_last_ms, now_ms);	/* (all threads pass here) */
 	n = poll_fd >= 0 ? next_request(fs, buf, len) : read(fd, buf, len);
 	if (n > 0 && (size_t)n > rbuf_used)
 		rbuf_used = (size_t)n;
@@ -558,9 +556,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		return n;
 	/* and when one comes: the fill thread's settling (settle_time()) stops
 	 * as it starts, not once it is done */
-	now_ms = zr_now_ms();
-	if (__atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) != now_ms)
-		__atomic_store_n(&fs->req_last_ms, now_ms, __ATOMIC_RELAXED);
+	zr_note_ms(&fs->req_last_ms, zr_now_ms());
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 	zr_cpulat_busy(fs);
 	switch (in->opcode) {
