@@ -1796,6 +1796,35 @@ static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_faile
 }
 
 /*
+ * Put pool object @handle (@len bytes of @codec, flags @fl) in present slot
+ * @s in place of the object it held, which is freed; the counters follow,
+ * the file's dirty_expire clock stays. Both objects are held until then
+ * (update_max()). Caller holds f->lock.
+ */
+static void slot_replace(struct zr_file *f, struct zr_slot *s, uint32_t handle,
+			 uint32_t len, enum zr_codec_id codec, unsigned fl)
+{
+	struct zr_store *st = f->st;
+	uint64_t since;
+
+	update_max(st);
+	since = account_out(f, s);
+	zr_zpool_free(st->pool, s->u.handle);
+	s->u.handle = handle;
+	s->info = make_info(len, codec, fl);
+	account_in(f, s, since);
+}
+
+/* Pending slot @s stays as it is stored, raw for good. Caller holds f->lock. */
+static void pending_stays_raw(struct zr_file *f, struct zr_slot *s)
+{
+	uint64_t since = account_out(f, s);
+
+	slot_set_flags(s, 0, ZR_SLOT_PENDING);
+	account_in(f, s, since);
+}
+
+/*
  * Recompress a hot block with the cold codec. Caller holds f->lock.
  * @return bytes saved (> 0), or 0 when it did not help (or no memory): the
  * block is then marked NOCOLD and not tried again until it is rewritten
@@ -1808,7 +1837,6 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	uint8_t *tmp = scratch();
 	struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
 	bool pending = slot_has(s, ZR_SLOT_PENDING);
-	uint64_t since;
 	enum zr_codec_id codec = st->cfg.cold_comp;
 	int level = st->cfg.cold_level;
 	unsigned fl = (slot_flags(s) & ~ZR_SLOT_TRIM) | ZR_SLOT_COLD;
@@ -1830,19 +1858,12 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	n = block_compress(st, ctx, codec, level, tmp, tmp + ZR_BLOCK_MAX, cap, &fl);
 	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
 		goto fail;
-	update_max(st);		/* both copies are held here */
-	since = account_out(f, s);
-	zr_zpool_free(st->pool, s->u.handle);
-	s->u.handle = handle;
-	s->info = make_info((uint32_t)n, codec, fl);
-	account_in(f, s, since);
+	slot_replace(f, s, handle, (uint32_t)n, codec, fl);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
 fail:
 	if (pending) {	/* raw for good (or no memory: the same, harmlessly) */
-		since = account_out(f, s);
-		slot_set_flags(s, 0, ZR_SLOT_PENDING);
-		account_in(f, s, since);
+		pending_stays_raw(f, s);
 	} else {
 		slot_set_flags(s, ZR_SLOT_NOCOLD, 0);
 	}
@@ -2033,7 +2054,6 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 	struct zr_slot *s;
 	unsigned fl = 0;
 	ssize_t n = -ENOMEM;
-	uint64_t since;
 	const void *cur;
 	bool same;
 
@@ -2056,21 +2076,14 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 		if (cur)
 			zr_zpool_unmap(st->pool, s->u.handle);
 	}
-	if (same) {
-		since = account_out(f, s);
-		if (n > 0) {
-			update_max(st);		/* both copies are held here */
-			zr_zpool_free(st->pool, s->u.handle);
-			*holes += len;
-			s->u.handle = handle;
-			handle = ZR_ZPOOL_NO_HANDLE;
-			s->info = make_info((uint32_t)n, st->cfg.comp,
-					    (slot_flags(s) & ~(ZR_SLOT_RAW | ZR_SLOT_PENDING |
-							       ZR_SLOT_TRIM | ZR_SLOT_NOCOLD)) | fl);
-		} else {
-			slot_set_flags(s, 0, ZR_SLOT_PENDING);	/* raw for good */
-		}
-		account_in(f, s, since);
+	if (same && n > 0) {
+		slot_replace(f, s, handle, (uint32_t)n, st->cfg.comp,
+			     (slot_flags(s) & ~(ZR_SLOT_RAW | ZR_SLOT_PENDING |
+						ZR_SLOT_TRIM | ZR_SLOT_NOCOLD)) | fl);
+		handle = ZR_ZPOOL_NO_HANDLE;
+		*holes += len;
+	} else if (same) {
+		pending_stays_raw(f, s);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (handle != ZR_ZPOOL_NO_HANDLE)
