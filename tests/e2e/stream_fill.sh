@@ -76,11 +76,7 @@ say "the copies went in as they were (at most $pmax blocks at once), and are com
 # memcpy, where lz4 fell behind the stream; the fill thread compresses
 # them after 50 ms without a copy queued or a read)
 [ "$pmax" -ge 95 ] || fail "only $pmax of the stream's blocks were ever pending compression"
-for i in $(seq 100); do
-	[ "$(zr_stat blocks_pending)" = 0 ] && break
-	sleep 0.1
-done
-[ "$(zr_stat blocks_pending)" = 0 ] ||
+zr_wait_settled 10 ||
 	fail "$(zr_stat blocks_pending) blocks still pending compression 10 s after the stream"
 mem=$(zr_stat mem_used_total)
 say "tier: $mem_at_pmax bytes with $pmax blocks pending, $mem after"
