@@ -1128,12 +1128,43 @@ static bool settle_time(struct zr_fs *fs)
 		ZR_FILL_PAUSE_MS;
 }
 
-/* zr_store_settle()'s stop: at unmount, and as soon as a request comes. */
+/*
+ * When requests never pause for ZR_FILL_PAUSE_MS (a monitor that reads
+ * .zramfs/stats every 20 ms is enough), pending blocks would wait for the
+ * idle pass, which takes them only after two sweeps and with the cold
+ * codec, and meanwhile a full share sends writers back to compressing in
+ * their own requests. So while they take more than half their share, the
+ * fill thread settles anyway, for ZR_SETTLE_SLICE_MS once every
+ * ZR_SETTLE_FORCE_MS: at most 2% of a core, at nice 19.
+ */
+#define ZR_SETTLE_FORCE_MS 1000
+#define ZR_SETTLE_SLICE_MS 20
+
+/* Whether a forced slice is due: @last_ms, when the last settle pass began. */
+static bool settle_overdue(struct zr_fs *fs, uint64_t last_ms)
+{
+	uint64_t share = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) /
+			 ZR_FILL_LATER_SHARE;
+
+	return zr_now_ms() - last_ms >= ZR_SETTLE_FORCE_MS &&
+	       zr_store_pending_bytes(fs->store) > share / 2;
+}
+
+/* One settle pass: how long it may go on. */
+struct settle_run {
+	struct zr_fs *fs;
+	uint64_t until_ms;	/* a forced slice's end; 0: until a request comes */
+};
+
+/* zr_store_settle()'s stop: at unmount, and as soon as a request comes or
+ * a forced slice ends. */
 static bool settle_stop(void *arg)
 {
-	struct zr_fs *fs = arg;
+	const struct settle_run *r = arg;
 
-	return __atomic_load_n(&fs->fill_stop, __ATOMIC_RELAXED) || !settle_time(fs);
+	if (__atomic_load_n(&r->fs->fill_stop, __ATOMIC_RELAXED))
+		return true;
+	return r->until_ms ? zr_now_ms() >= r->until_ms : !settle_time(r->fs);
 }
 
 /*
@@ -1143,18 +1174,20 @@ static bool settle_stop(void *arg)
  * zramfs 40% of two cores' time was idle, enough for memcpy but not for lz4
  * (compress_later()). Once no request came for ZR_FILL_PAUSE_MS, it
  * compresses the copies it stored as they were, and the blocks writers
- * stored so (zr_store_settle(), settle_time()). Not SCHED_IDLE: the thread
- * takes locks others wait for (the pool's, the fd cache's, ino->lock for
- * an install), and a SCHED_IDLE thread preempted while it holds one gets
- * 0.3% of a CPU under load, nice 19 about 1.5%; it holds none while it
- * reads and compresses (fill_run()). It pauses while reads go on (the
- * writeback thread's drain does too): its reads of the backing file would
- * compete with theirs.
+ * stored so (zr_store_settle(), settle_time()); while those fill more than
+ * half their share, in short slices anyway (settle_overdue()). Not
+ * SCHED_IDLE: the thread takes locks others wait for (the pool's, the fd
+ * cache's, ino->lock for an install), and a SCHED_IDLE thread preempted
+ * while it holds one gets 0.3% of a CPU under load, nice 19 about 1.5%; it
+ * holds none while it reads and compresses (fill_run()). It pauses while
+ * reads go on (the writeback thread's drain does too): its reads of the
+ * backing file would compete with theirs.
  */
 static void *fill_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	char *blk = scratch_block();
+	uint64_t settled_ms = zr_now_ms();	/* when the last pass began */
 	struct zr_fill e;
 
 	/* (Linux: a thread's own nice value) */
@@ -1166,12 +1199,20 @@ static void *fill_main(void *arg)
 		if (!blk || fill_reading(fs) || !fill_pop_locked(fs, &e)) {
 			struct timespec ts;
 
-			if (blk && fs->fill_len == 0 && settle_time(fs) &&
-			    zr_store_pending_bytes(fs->store)) {
+			struct settle_run r = { .fs = fs, .until_ms = 0 };
+			bool settle = blk && fs->fill_len == 0 &&
+				      zr_store_pending_bytes(fs->store);
+
+			if (settle && !settle_time(fs)) {
+				settle = settle_overdue(fs, settled_ms);
+				r.until_ms = zr_now_ms() + ZR_SETTLE_SLICE_MS;
+			}
+			if (settle) {
 				uint64_t done;
 
 				pthread_mutex_unlock(&fs->fill_lock);
-				done = zr_store_settle(fs->store, settle_stop, fs);
+				settled_ms = zr_now_ms();
+				done = zr_store_settle(fs->store, settle_stop, &r);
 				pthread_mutex_lock(&fs->fill_lock);
 				if (done)
 					continue;	/* (else: wait, not spin) */
