@@ -662,6 +662,91 @@ START_TEST(test_settle_keeps_expiry)
 }
 END_TEST
 
+/* Install one dirty block of text at index 0 of @f. */
+static void dirty_one(struct zr_file *f, const unsigned char *in)
+{
+	struct zr_prepared p;
+
+	ck_assert_int_eq(zr_file_prepare(f, in, &p), 0);
+	ck_assert_int_eq(zr_file_install(f, 0, &p, ZR_WRITE_DIRTY), 0);
+}
+
+/*
+ * Writeback by age walks the dirty files oldest first and stops at the
+ * first one not expired: a file cleaned and dirtied again goes behind those
+ * dirtied meanwhile; a file whose writeback fails does not hide the expired
+ * ones behind it, and is tried again a period later; a file recompressed
+ * keeps its place and its clock.
+ */
+START_TEST(test_expire_order)
+{
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_file *f[4];	/* a, b, c, bad */
+	int i;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
+	r.fail = -EIO;
+	r.fail_owner = &f[3];
+	dirty_one(f[3], in);	/* t = 0: bad, a, b */
+	dirty_one(f[0], in);
+	dirty_one(f[1], in);
+	usleep(150 * 1000);
+	ck_assert_int_eq(zr_file_writeback(f[0]), 0);
+	ck_assert(!zr_file_dirty(f[0]));
+	dirty_one(f[0], in);	/* t = 150: bad, b, a, c */
+	dirty_one(f[2], in);
+	r.ncalls = 0;
+	usleep(100 * 1000);	/* t = 250: bad and b are 200 ms old */
+	ck_assert_int_eq(zr_store_writeback_expired(st, 200), -EIO);
+	ck_assert(zr_file_dirty(f[3]) && !zr_file_dirty(f[1]));
+	ck_assert(zr_file_dirty(f[0]) && zr_file_dirty(f[2]));
+	/* bad tried, then b: a and c are not looked at */
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert_ptr_eq(r.call[1].owner, &f[1]);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 3);	/* (not b) */
+	/* bad's clock restarted with its failure (a, c, bad); the blocks of
+	 * a, c and bad recompressed (the idle pass) after b is dirtied again:
+	 * they keep their clocks and their places (a, c, bad, b), else bad or
+	 * b, now at most 160 ms old, would end the next walk first */
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);	/* marks */
+	dirty_one(f[1], in);
+	usleep(10 * 1000);
+	ck_assert_uint_ge(zr_store_recompress_idle(st, UINT64_MAX, 0), 3);
+	usleep(150 * 1000);	/* t >= 410: a and c are 260 ms old */
+	r.fail = 0;
+	r.ncalls = 0;
+	ck_assert_int_eq(zr_store_writeback_expired(st, 200), 0);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert_ptr_eq(r.call[0].owner, &f[0]);
+	ck_assert_ptr_eq(r.call[1].owner, &f[2]);
+	ck_assert(zr_file_dirty(f[1]) && zr_file_dirty(f[3]));
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	for (i = 0; i < 4; i++)
+		ck_assert(!zr_file_dirty(f[i]));
+	/* the list is empty: nothing is written again; a file freed while
+	 * dirty leaves it */
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	dirty_one(f[3], in);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
+	zr_file_put(f[3]);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	for (i = 0; i < 3; i++)
+		zr_file_put(f[i]);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /*
  * A pending block that is rewritten is an ordinary block; the idle pass
  * compresses pending blocks with the cold codec, also when the cold codec
@@ -2120,6 +2205,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_pending_idle);
 	tcase_add_test(tc, test_later_trimmed);
 	tcase_add_test(tc, test_settle_keeps_expiry);
+	tcase_add_test(tc, test_expire_order);
 	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_resumes);
 	tcase_add_test(tc, test_settle_cursor_put);
