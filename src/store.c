@@ -124,7 +124,10 @@ struct zr_file {
 	int error;			/* sticky writeback error */
 	struct zr_file *prev, *next;	/* files_lock */
 	struct zr_file *dprev, *dnext;	/* dirty_lock: the list of dirty files */
-	bool dlisted;			/* dirty_lock: on that list */
+	bool dlisted;			/* on that list: written under f->lock and
+					 * dirty_lock, read under either */
+	uint64_t dseq;			/* dirty_lock: when it was listed (dirty_seq) */
+	uint64_t dwalk;			/* dirty_lock: the expiry walk that took it */
 };
 
 struct zr_store {
@@ -150,6 +153,8 @@ struct zr_store {
 	pthread_mutex_t dirty_lock;	/* protects the list of dirty files */
 	struct zr_file *dirty_head, *dirty_tail;	/* files with ndirty > 0, by
 					 * dirty_since, oldest first (dirty_enter()) */
+	uint64_t dirty_seq;		/* dirty_lock: files listed so far */
+	uint64_t dirty_walks;		/* dirty_lock: expiry walks begun */
 	uint64_t meta;			/* nodes + records of files with nodes
 					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
@@ -226,7 +231,8 @@ static void dirty_unlink(struct zr_store *st, struct zr_file *f)
  * @f's ndirty became > 0: its clock starts now, and it goes to the tail of
  * the list of dirty files, which so stays in dirty_since order (the clock
  * is read under the lock). With @keep (account_in()), a file still listed
- * keeps its place: its old clock comes back. Caller holds f->lock.
+ * keeps its place and its clock, untouched: the expiry walk never sees a
+ * clock that is not the file's. Caller holds f->lock.
  */
 static void dirty_enter(struct zr_file *f, bool keep)
 {
@@ -243,20 +249,24 @@ static void dirty_enter(struct zr_file *f, bool keep)
 			st->dirty_head = f;
 		st->dirty_tail = f;
 		f->dlisted = true;
+		f->dseq = ++st->dirty_seq;
+		zr_stat_set(&f->dirty_since, zr_now_ms());
 	}
-	zr_stat_set(&f->dirty_since, zr_now_ms());
 	pthread_mutex_unlock(&st->dirty_lock);
 }
 
-/* @f's ndirty became 0: off the list, unless @keep (account_out(): the
- * block comes back dirty). Caller holds f->lock. */
+/* @f's ndirty became 0: off the list and its clock stopped, unless @keep
+ * (account_out(): the block comes back dirty; nothing changes). Caller
+ * holds f->lock. */
 static void dirty_leave(struct zr_file *f, bool keep)
 {
 	struct zr_store *st = f->st;
 
+	if (keep)
+		return;
 	pthread_mutex_lock(&st->dirty_lock);
 	zr_stat_set(&f->dirty_since, 0);
-	if (!keep && f->dlisted)
+	if (f->dlisted)
 		dirty_unlink(st, f);
 	pthread_mutex_unlock(&st->dirty_lock);
 }
@@ -314,31 +324,33 @@ static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 
 /*
  * account(-1) ... account(+1) around a change of slot @s that keeps it in
- * the file and dirty if it was (a new length, codec or RAW/PENDING flags):
- * without them, the change of a file's only dirty block would restart its
- * dirty_expire clock (ndirty to 0 and back), and a file whose blocks are
- * compressed again and again would never be written back by age.
- * account_out() @return the clock, for account_in(). Caller holds f->lock.
+ * the file (a new length, codec or RAW/PENDING flags, new contents): the
+ * file keeps its place on the list of dirty files and its dirty_expire
+ * clock. Without them, the change of a file's only dirty block restarted
+ * the clock (ndirty to 0 and back): a file whose blocks were compressed
+ * again and again, or that was rewritten more often than dirty_expire (a
+ * log appended to), was never written back by age. Linux keeps the time
+ * an inode was first dirtied in the same way. Caller holds f->lock, from
+ * account_out() to account_in().
  */
-static uint64_t account_out(struct zr_file *f, const struct zr_slot *s)
+static void account_out(struct zr_file *f, const struct zr_slot *s)
 {
-	uint64_t since = zr_stat_read(&f->dirty_since);
-
 	account_slot(f, s, -1, true);
-	return since;
 }
 
-static void account_in(struct zr_file *f, const struct zr_slot *s, uint64_t since)
+static void account_in(struct zr_file *f, const struct zr_slot *s)
 {
 	struct zr_store *st = f->st;
 
 	account_slot(f, s, 1, true);
-	pthread_mutex_lock(&st->dirty_lock);
-	if (since && zr_stat_read(&f->ndirty))
-		zr_stat_set(&f->dirty_since, since);
-	else if (!zr_stat_read(&f->ndirty) && f->dlisted)
-		dirty_unlink(st, f);	/* (it came back clean) */
-	pthread_mutex_unlock(&st->dirty_lock);
+	if (zr_stat_read(&f->ndirty) == 0 && f->dlisted) {
+		/* it came back clean: what dirty_leave() did not do
+		 * (dlisted is written only under f->lock, which we hold) */
+		pthread_mutex_lock(&st->dirty_lock);
+		zr_stat_set(&f->dirty_since, 0);
+		dirty_unlink(st, f);
+		pthread_mutex_unlock(&st->dirty_lock);
+	}
 }
 
 /* Per-thread scratch: two blocks (compression output, recompression input). */
@@ -1293,7 +1305,7 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 		    unsigned flags)
 {
 	struct zr_store *st = f->st;
-	bool clean = flags & ZR_WRITE_CLEAN;
+	bool clean = flags & ZR_WRITE_CLEAN, replaced = false;
 	unsigned fl = p->fl | (clean ? 0 : ZR_SLOT_DIRTY);
 	struct zr_slot *s, old;
 
@@ -1311,10 +1323,15 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 			zr_file_unprepare(f, p);
 			return 0;
 		}
+		/* (a rewrite keeps the file's dirty_expire clock) */
 		old = *s;
-		slot_release(f, s);
+		account_out(f, s);
+		if (!slot_has(s, ZR_SLOT_SAME))
+			zr_zpool_free(st->pool, s->u.handle);
+		memset(s, 0, sizeof(*s));
 		s->ps = old.ps;
 		zr_policy_touch(st->pol, &s->ps);
+		replaced = true;
 	} else {
 		zr_policy_init_slot(st->pol, &s->ps);
 	}
@@ -1324,7 +1341,10 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 		s->u.handle = p->handle;
 	s->info = make_info(p->len, p->codec, fl);
 	p->handle = ZR_ZPOOL_NO_HANDLE;	/* the slot's now */
-	account(f, s, 1);
+	if (replaced)
+		account_in(f, s);
+	else
+		account(f, s, 1);
 	pthread_mutex_unlock(&f->lock);
 	update_max(st);
 	return 0;
@@ -1633,56 +1653,78 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
 	return first;
 }
 
+/* Files the expiry walk takes under dirty_lock at a time. */
+#define EXPIRE_BATCH 256
+
 /*
  * Walks the list of dirty files from its oldest to the first one not
  * expired, not every file: once a second, a walk over 300k files of one
  * dirty block each (size=1G, dirty_expire=1h) took 5% of a core with
- * nothing to do. The expired files are taken with a reference under
- * dirty_lock, then written back without it. A file whose writeback failed
- * starts its clock again (its blocks went out and back in through
- * account()), so it is tried again a period later; one that may_expire
- * refuses (an orphan) stays at the head, looked at by every call.
+ * nothing to do. It takes EXPIRE_BATCH files at a time with a reference
+ * under dirty_lock (all of 300k expired files at once held it 40-65 ms,
+ * and every file turning dirty or clean waits for it), and writes them
+ * back without it. The next batch goes on after the last file taken, or
+ * from the head when that file left the list (files taken stay marked,
+ * dwalk); files listed after the walk began (dseq) end it.
+ * A file whose writeback failed keeps its place and its clock when other
+ * blocks of it stayed dirty, and is tried again at the next call; when
+ * its only dirty block failed, its clock starts again (the block went out
+ * and back in through account()), as it did before the list. One that
+ * may_expire refuses (an orphan) stays at the head, looked at each call.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 {
-	struct zr_file **due = NULL, **grown, *f;
-	size_t n = 0, cap = 0, i;
-	uint64_t now = zr_now_ms();
+	struct zr_file *due[EXPIRE_BATCH], *f, *last = NULL;
+	uint64_t now, walk, seq_end;
 	uint8_t *buf = NULL;
+	unsigned n, i;
+	bool more;
 	int rc, first = 0;
 
 	pthread_mutex_lock(&st->dirty_lock);
-	for (f = st->dirty_head; f; f = f->dnext) {
-		uint64_t since = zr_stat_read(&f->dirty_since);
+	now = zr_now_ms();	/* (under the lock: no clock listed is later) */
+	walk = ++st->dirty_walks;
+	seq_end = st->dirty_seq;
+	do {
+		f = last && last->dlisted && last->dseq <= seq_end ? last->dnext
+								   : st->dirty_head;
+		n = 0;
+		more = false;
+		for (; f && f->dseq <= seq_end; f = f->dnext) {
+			uint64_t since = zr_stat_read(&f->dirty_since);
 
-		if (!since)
-			continue;	/* (between account_out() and account_in()) */
-		if (expire_ms && now - since < expire_ms)
-			break;		/* the rest are younger */
-		if (n == cap) {
-			cap = cap ? 2 * cap : 64;
-			grown = realloc(due, cap * sizeof(*due));
-			if (!grown) {
-				first = -ENOMEM;	/* (the next call goes on) */
+			if (f->dwalk == walk)
+				continue;	/* taken by an earlier batch */
+			if (expire_ms && now - since < expire_ms)
+				break;		/* the rest are younger */
+			if (n == EXPIRE_BATCH) {
+				more = true;
 				break;
 			}
-			due = grown;
+			f->dwalk = walk;
+			if (file_try_get(f))
+				due[n++] = f;
 		}
-		if (file_try_get(f))
-			due[n++] = f;
-	}
+		pthread_mutex_unlock(&st->dirty_lock);
+		zr_file_put(last);
+		last = NULL;
+		for (i = 0; i < n; i++) {
+			f = due[i];
+			if (zr_file_dirty(f) &&
+			    (!st->ops.may_expire || st->ops.may_expire(st->ops_ctx, f->owner))) {
+				rc = file_writeback(f, ZR_WB_ALL, &buf);
+				if (rc && !first)
+					first = rc;
+			}
+			if (i + 1 < n)
+				zr_file_put(f);
+			else
+				last = f;	/* (the next batch's start) */
+		}
+		pthread_mutex_lock(&st->dirty_lock);
+	} while (more);
 	pthread_mutex_unlock(&st->dirty_lock);
-	for (i = 0; i < n; i++) {
-		f = due[i];
-		if (zr_file_dirty(f) &&
-		    (!st->ops.may_expire || st->ops.may_expire(st->ops_ctx, f->owner))) {
-			rc = file_writeback(f, ZR_WB_ALL, &buf);
-			if (rc && !first)
-				first = rc;
-		}
-		zr_file_put(f);
-	}
-	free(due);
+	zr_file_put(last);
 	wb_buf_free(st, buf);
 	return first;
 }
@@ -1921,23 +1963,21 @@ static void slot_replace(struct zr_file *f, struct zr_slot *s, uint32_t handle,
 			 uint32_t len, enum zr_codec_id codec, unsigned fl)
 {
 	struct zr_store *st = f->st;
-	uint64_t since;
 
 	update_max(st);
-	since = account_out(f, s);
+	account_out(f, s);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
 	s->info = make_info(len, codec, fl);
-	account_in(f, s, since);
+	account_in(f, s);
 }
 
 /* Pending slot @s stays as it is stored, raw for good. Caller holds f->lock. */
 static void pending_stays_raw(struct zr_file *f, struct zr_slot *s)
 {
-	uint64_t since = account_out(f, s);
-
+	account_out(f, s);
 	slot_set_flags(s, 0, ZR_SLOT_PENDING);
-	account_in(f, s, since);
+	account_in(f, s);
 }
 
 /*

@@ -42,6 +42,8 @@ struct rec {
 	/* Optional, instead: check every block against what this fills in. */
 	void (*expect_fill)(uint64_t index, unsigned char *buf, uint32_t bs);
 	unsigned bad;
+	/* Optional: the owner whose file is not written back by age. */
+	void *no_expire;
 };
 
 static int rec_writeback(void *ctx, void *owner, uint64_t index,
@@ -80,7 +82,17 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 	return 0;
 }
 
-static const struct zr_store_ops rec_ops = { .writeback = rec_writeback };
+static bool rec_may_expire(void *ctx, void *owner)
+{
+	struct rec *r = ctx;
+
+	return !r->no_expire || owner != r->no_expire;
+}
+
+static const struct zr_store_ops rec_ops = {
+	.writeback = rec_writeback,
+	.may_expire = rec_may_expire,
+};
 
 static struct zr_store *mkstore(uint32_t bs, uint64_t budget, struct rec *r)
 {
@@ -675,11 +687,14 @@ static void dirty_one(struct zr_file *f, const unsigned char *in)
  * Writeback by age walks the dirty files oldest first and stops at the
  * first one not expired: a file cleaned and dirtied again goes behind those
  * dirtied meanwhile; a file whose writeback fails does not hide the expired
- * ones behind it, and is tried again a period later; a file recompressed
- * keeps its place and its clock.
+ * ones behind it (its only dirty block failed: its clock starts again); a
+ * file recompressed keeps its place and its clock. Times in units of
+ * 100 ms, expiry after 4: a late wake-up only makes the files older, and
+ * those that must still be young have 1.4-2 units to spare.
  */
 START_TEST(test_expire_order)
 {
+	const unsigned u = 100 * 1000, expire = 400;
 	uint32_t bs = 16384;
 	struct rec r;
 	struct zr_store *st = mkstore(bs, 1 << 30, &r);
@@ -695,14 +710,14 @@ START_TEST(test_expire_order)
 	dirty_one(f[3], in);	/* t = 0: bad, a, b */
 	dirty_one(f[0], in);
 	dirty_one(f[1], in);
-	usleep(150 * 1000);
+	usleep(3 * u);
 	ck_assert_int_eq(zr_file_writeback(f[0]), 0);
 	ck_assert(!zr_file_dirty(f[0]));
-	dirty_one(f[0], in);	/* t = 150: bad, b, a, c */
+	dirty_one(f[0], in);	/* t = 3: bad, b, a, c */
 	dirty_one(f[2], in);
 	r.ncalls = 0;
-	usleep(100 * 1000);	/* t = 250: bad and b are 200 ms old */
-	ck_assert_int_eq(zr_store_writeback_expired(st, 200), -EIO);
+	usleep(2 * u);		/* t = 5: bad and b expired, a and c 2 old */
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), -EIO);
 	ck_assert(zr_file_dirty(f[3]) && !zr_file_dirty(f[1]));
 	ck_assert(zr_file_dirty(f[0]) && zr_file_dirty(f[2]));
 	/* bad tried, then b: a and c are not looked at */
@@ -712,15 +727,15 @@ START_TEST(test_expire_order)
 	/* bad's clock restarted with its failure (a, c, bad); the blocks of
 	 * a, c and bad recompressed (the idle pass) after b is dirtied again:
 	 * they keep their clocks and their places (a, c, bad, b), else bad or
-	 * b, now at most 160 ms old, would end the next walk first */
+	 * b, 2.6 old at the next walk, would end it first */
 	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);	/* marks */
 	dirty_one(f[1], in);
-	usleep(10 * 1000);
+	usleep(u / 10);
 	ck_assert_uint_ge(zr_store_recompress_idle(st, UINT64_MAX, 0), 3);
-	usleep(150 * 1000);	/* t >= 410: a and c are 260 ms old */
+	usleep(5 * u / 2);	/* t >= 7.6: a and c 4.6 old */
 	r.fail = 0;
 	r.ncalls = 0;
-	ck_assert_int_eq(zr_store_writeback_expired(st, 200), 0);
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
 	ck_assert_uint_eq(r.ncalls, 2);
 	ck_assert_ptr_eq(r.call[0].owner, &f[0]);
 	ck_assert_ptr_eq(r.call[1].owner, &f[2]);
@@ -743,6 +758,86 @@ START_TEST(test_expire_order)
 	for (i = 0; i < 3; i++)
 		zr_file_put(f[i]);
 	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
+/*
+ * A file rewritten more often than the expiry keeps the clock of its first
+ * dirty block (as Linux keeps the time an inode was first dirtied): a log
+ * appended to every 2 units, whose only block is rewritten each time, is
+ * written back 4 units after its first write, not never.
+ */
+START_TEST(test_expire_rewrite)
+{
+	const unsigned u = 100 * 1000, expire = 400;
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_file *f;
+	int i;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	ck_assert_int_eq(zr_file_create(st, &f, &f), 0);
+	for (i = 0; i < 3; i++) {	/* t = 0, 2, 4 */
+		in[i] ^= 1;
+		dirty_one(f, in);
+		if (i < 2)
+			usleep(2 * u);
+	}
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert(!zr_file_dirty(f));
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
+/*
+ * More expired files than one batch of the walk takes, behind a file that
+ * may not be written back by age (an orphan) and one whose writeback fails
+ * with another dirty block left: all the others are written, each once;
+ * those two stay dirty and listed, and the next walk writes nothing else.
+ */
+START_TEST(test_expire_batches)
+{
+	enum { N = 700 };
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_prepared p;
+	struct zr_file **f = xmalloc(N * sizeof(*f));
+	int i;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	for (i = 0; i < N; i++) {
+		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
+		dirty_one(f[i], in);
+	}
+	ck_assert_int_eq(zr_file_prepare(f[300], in, &p), 0);	/* a gap: two runs */
+	ck_assert_int_eq(zr_file_install(f[300], 2, &p, ZR_WRITE_DIRTY), 0);
+	r.no_expire = &f[0];
+	r.fail = -EIO;
+	r.fail_owner = &f[300];
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), -EIO);
+	ck_assert_uint_eq(r.ncalls, N - 1 + 1);	/* f[300]: two runs */
+	ck_assert(zr_file_dirty(f[0]) && zr_file_dirty(f[300]));
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 2);
+	for (i = 1; i < N; i++)
+		if (i != 300)
+			ck_assert(!zr_file_dirty(f[i]));
+	r.fail = 0;
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, N + 2);	/* f[300] again, two runs */
+	ck_assert(zr_file_dirty(f[0]));
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
+	for (i = 0; i < N; i++)
+		zr_file_put(f[i]);
+	zr_store_destroy(st);
+	free(f);
 	free(in);
 }
 END_TEST
@@ -2206,6 +2301,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_later_trimmed);
 	tcase_add_test(tc, test_settle_keeps_expiry);
 	tcase_add_test(tc, test_expire_order);
+	tcase_add_test(tc, test_expire_rewrite);
+	tcase_add_test(tc, test_expire_batches);
 	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_resumes);
 	tcase_add_test(tc, test_settle_cursor_put);

@@ -211,6 +211,7 @@ START_TEST(test_stress)
 	unsigned char *buf = malloc(BS), *exp = malloc(BS);
 	struct zr_stats s;
 	uint64_t blocks = 0;
+	unsigned ndirty;
 	unsigned i, b;
 
 	zr_store_config_default(&cfg);
@@ -267,6 +268,10 @@ START_TEST(test_stress)
 	ck_assert_uint_eq(s.orig_data_size, blocks * BS);
 	ck_assert_uint_eq(s.blocks_zero + s.blocks_raw + s.blocks_hot + s.blocks_cold, blocks);
 	ck_assert_uint_le(s.blocks_pending, s.blocks_raw);
+	/* the list of dirty files holds the dirty files, and only them */
+	for (i = 0, ndirty = 0; i < NFILES; i++)
+		ndirty += zr_file_dirty(mf[i].f);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), ndirty);
 	/* what is still pending settles once there is room for it (a full
 	 * tier leaves them to reclaim), and reads back the same */
 	(void)zr_store_reclaim(st, BUDGET / 2, UINT64_MAX);
@@ -281,6 +286,7 @@ START_TEST(test_stress)
 	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
 	ck_assert_uint_eq(s.writebacks * BS, s.bytes_written_back);
 	/* The disk now has everything. */
 	for (i = 0; i < NFILES; i++) {
