@@ -651,6 +651,9 @@ static int load_block(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t i
  * came for as long (settle_time()). */
 #define ZR_FILL_PAUSE_MS 50
 
+/* The fill thread's wait when it has nothing to do (ms). */
+#define ZR_FILL_IDLE_MS 1000
+
 /* Idle recompression goes on past its pass only after this long without a
  * request (ms). */
 #define ZR_QUIET_MS 250
@@ -1134,20 +1137,22 @@ static bool settle_time(struct zr_fs *fs)
  * idle pass, which takes them only after two sweeps and with the cold
  * codec, and meanwhile a full share sends writers back to compressing in
  * their own requests. So while they take more than half their share, the
- * fill thread settles anyway, for ZR_SETTLE_SLICE_MS once every
- * ZR_SETTLE_FORCE_MS: at most 2% of a core, at nice 19.
+ * writeback thread settles anyway, for ZR_SETTLE_SLICE_MS once every
+ * ZR_SETTLE_FORCE_MS (settle_forced()): at most 2% of a core. Not the fill
+ * thread: at nice 19, beside busy requests, it would be preempted holding
+ * the locks it takes (see settle_time()).
  */
 #define ZR_SETTLE_FORCE_MS 1000
 #define ZR_SETTLE_SLICE_MS 20
 
-/* Whether a forced slice is due: @last_ms, when the last settle pass began. */
-static bool settle_overdue(struct zr_fs *fs, uint64_t last_ms)
+/* Whether a forced slice is due. */
+static bool settle_overdue(struct zr_fs *fs)
 {
 	uint64_t share = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) /
 			 ZR_FILL_LATER_SHARE;
 
-	return zr_now_ms() - last_ms >= ZR_SETTLE_FORCE_MS &&
-	       zr_store_pending_bytes(fs->store) > share / 2;
+	return zr_now_ms() - __atomic_load_n(&fs->settle_last_ms, __ATOMIC_RELAXED) >=
+	       ZR_SETTLE_FORCE_MS && zr_store_pending_bytes(fs->store) > share / 2;
 }
 
 /* One settle pass: how long it may go on. */
@@ -1174,9 +1179,7 @@ static bool settle_stop(void *arg)
  * zramfs 40% of two cores' time was idle, enough for memcpy but not for lz4
  * (compress_later()). Once no request came for ZR_FILL_PAUSE_MS, it
  * compresses the copies it stored as they were, and the blocks writers
- * stored so (zr_store_settle(), settle_time()); while those fill more than
- * half their share, in short slices anyway (settle_overdue()). Not
- * SCHED_IDLE: the thread takes locks others wait for (the pool's, the fd
+ * stored so (zr_store_settle(), settle_time()). Not SCHED_IDLE: the thread takes locks others wait for (the pool's, the fd
  * cache's, ino->lock for an install), and a SCHED_IDLE thread preempted
  * while it holds one gets 0.3% of a CPU under load, nice 19 about 1.5%; it
  * holds none while it reads and compresses (fill_run()). It pauses while
@@ -1187,7 +1190,6 @@ static void *fill_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	char *blk = scratch_block();
-	uint64_t settled_ms = zr_now_ms();	/* when the last pass began */
 	struct zr_fill e;
 
 	/* (Linux: a thread's own nice value) */
@@ -1198,26 +1200,26 @@ static void *fill_main(void *arg)
 	while (!fs->fill_stop) {
 		if (!blk || fill_reading(fs) || !fill_pop_locked(fs, &e)) {
 			struct timespec ts;
+			uint64_t wait_ms;
 
-			struct settle_run r = { .fs = fs, .until_ms = 0 };
-			bool settle = blk && fs->fill_len == 0 &&
-				      zr_store_pending_bytes(fs->store);
-
-			if (settle && !settle_time(fs)) {
-				settle = settle_overdue(fs, settled_ms);
-				r.until_ms = zr_now_ms() + ZR_SETTLE_SLICE_MS;
-			}
-			if (settle) {
+			if (blk && fs->fill_len == 0 && settle_time(fs) &&
+			    zr_store_pending_bytes(fs->store)) {
+				struct settle_run r = { .fs = fs, .until_ms = 0 };
 				uint64_t done;
 
 				pthread_mutex_unlock(&fs->fill_lock);
-				settled_ms = zr_now_ms();
+				zr_note_ms(&fs->settle_last_ms, zr_now_ms());
 				done = zr_store_settle(fs->store, settle_stop, &r);
 				pthread_mutex_lock(&fs->fill_lock);
 				if (done)
 					continue;	/* (else: wait, not spin) */
 			}
-			zr_deadline(&ts, CLOCK_REALTIME, ZR_FILL_PAUSE_MS * 1000000ull);
+			/* with nothing queued or pending, a look each second
+			 * (a queued copy wakes it; a pending block waits):
+			 * an idle mount is not woken 20 times a second */
+			wait_ms = fs->fill_len == 0 && !zr_store_pending_bytes(fs->store)
+				  ? ZR_FILL_IDLE_MS : ZR_FILL_PAUSE_MS;
+			zr_deadline(&ts, CLOCK_REALTIME, wait_ms * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
 			continue;
 		}
@@ -2257,6 +2259,19 @@ static bool lowmem_shrink(struct zr_fs *fs)
 	return true;
 }
 
+/* The writeback thread's forced settle slice, when one is due
+ * (settle_overdue()). */
+static void settle_forced(struct zr_fs *fs)
+{
+	struct settle_run r = { .fs = fs };
+
+	if (settle_time(fs) || !settle_overdue(fs))
+		return;		/* (in a pause, the fill thread settles) */
+	zr_note_ms(&fs->settle_last_ms, zr_now_ms());
+	r.until_ms = zr_now_ms() + ZR_SETTLE_SLICE_MS;
+	(void)zr_store_settle(fs->store, settle_stop, &r);
+}
+
 static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
@@ -2280,14 +2295,15 @@ static void *wb_main(void *arg)
 			break;
 		pthread_mutex_unlock(&fs->wb_lock);
 
-		/* the scan for expired data visits every file (10 ms for
-		 * 80,000): every `scan` ms (or at once when dirty_expire
-		 * changed), not at every turn for copies or recompression */
+		/* the scan for expired data: every `scan` ms (or at once
+		 * when dirty_expire changed), not at every turn for copies or
+		 * recompression */
 		if (__atomic_exchange_n(&fs->expire_now, false, __ATOMIC_RELAXED) ||
 		    zr_now_ms() - last_expire >= scan) {
 			(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
 			last_expire = zr_now_ms();
 		}
+		settle_forced(fs);
 		more_fill = fill_drain(fs, 200);
 		psi_shrink(fs);
 		lowmem = lowmem_shrink(fs);

@@ -324,7 +324,9 @@ struct zr_fs {
 	unsigned fill_head, fill_len;	/* fill_lock */
 	uint64_t fg_last_ms;		/* relaxed atomic: last read, or copy queued */
 	uint64_t req_last_ms;		/* relaxed atomic: zr_now_ms() when a request
-					 * last ended (session.c) */
+					 * last arrived or ended (session.c) */
+	uint64_t settle_last_ms;	/* relaxed atomic: when a pass of
+					 * zr_store_settle() last began (data.c) */
 	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
 
 	/* CPU latency request while requests flow (cpulat.c, which says

@@ -103,7 +103,8 @@ build_once() {
 	tar -c -C "$PROJ" --exclude=./.complete -f - . | tar -x -C "$mnt"
 	# the tree starts at rest on every system: `sync` (in drop_caches)
 	# writes the others' copies out but reaches no FUSE daemon
-	case $sys in zramfs*) echo "writeback all" >"$mnt/.zramfs/control" ;; esac
+	# (cache=none has no tier to write back)
+	case $sys in zramfs-none) ;; zramfs*) echo "writeback all" >"$mnt/.zramfs/control" ;; esac
 	cgroup_make "zrbench-$$-$sys-$j" "$lim"
 	cg=$CG
 	drop_caches
