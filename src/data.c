@@ -1003,6 +1003,22 @@ static bool compress_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 	       __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) / ZR_FILL_LATER_SHARE;
 }
 
+/* A writer stored a block to be compressed later: wake the fill thread if
+ * it waits its idle second, so that settling starts 50 ms after the writes
+ * pause, not up to a second. (Under fill_lock: it sets fill_idle under it
+ * until its wait releases it, so the signal is not lost.) */
+static void fill_wake_idle(struct zr_fs *fs)
+{
+	if (!__atomic_load_n(&fs->fill_idle, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&fs->fill_lock);
+	if (fs->fill_idle) {
+		__atomic_store_n(&fs->fill_idle, false, __ATOMIC_RELAXED);
+		pthread_cond_signal(&fs->fill_cond);
+	}
+	pthread_mutex_unlock(&fs->fill_lock);
+}
+
 /*
  * Copy blocks [@idx, @idx + @n) of @ino from the backing file into the tier
  * as clean blocks. As a read that misses does (load_block()), each block is
@@ -1215,12 +1231,16 @@ static void *fill_main(void *arg)
 					continue;	/* (else: wait, not spin) */
 			}
 			/* with nothing queued or pending, a look each second
-			 * (a queued copy wakes it; a pending block waits):
-			 * an idle mount is not woken 20 times a second */
+			 * (a queued copy or a writer's pending block wakes it:
+			 * fill_wake_idle()): an idle mount is not woken 20
+			 * times a second */
 			wait_ms = fs->fill_len == 0 && !zr_store_pending_bytes(fs->store)
 				  ? ZR_FILL_IDLE_MS : ZR_FILL_PAUSE_MS;
+			__atomic_store_n(&fs->fill_idle, wait_ms == ZR_FILL_IDLE_MS,
+					 __ATOMIC_RELAXED);
 			zr_deadline(&ts, CLOCK_REALTIME, wait_ms * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
+			__atomic_store_n(&fs->fill_idle, false, __ATOMIC_RELAXED);
 			continue;
 		}
 		pthread_mutex_unlock(&fs->fill_lock);
@@ -1515,6 +1535,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * install) */
 			if (rc == 0 && boff == 0 && n == bs && !later)
 				note_raw(ino, p.fl & ZR_SLOT_RAW);
+			if (rc == 0 && later)
+				fill_wake_idle(fs);
 			if (rc) {
 				if (rc == -ENOMEM)
 					rc = -ENOSPC;

@@ -327,6 +327,8 @@ struct zr_fs {
 					 * last arrived or ended (session.c) */
 	uint64_t settle_last_ms;	/* relaxed atomic: when a pass of
 					 * zr_store_settle() last began (data.c) */
+	bool fill_idle;			/* fill_lock (relaxed atomic reads): the
+					 * fill thread waits ZR_FILL_IDLE_MS */
 	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
 
 	/* CPU latency request while requests flow (cpulat.c, which says

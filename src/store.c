@@ -43,12 +43,14 @@
  * figures in docs/DESIGN-NOTES.md).
  *
  * Lock ordering (outermost first):
+ *   0. st->expire_lock    one expiry walk at a time, never with reclaim_lock
  *   1. st->reclaim_lock   one reclaimer at a time (make_room, reclaim)
  *   2. f->io_lock         held around ops->writeback() of that file
  *   3. st->files_lock     the list of files, the sweep and settle cursors
  *   4. f->lock            the file's map and slots, nblocks, ndirty, error
- *   5. st->dirty_lock     the list of dirty files, taken under f->lock
- *                         (account()) and alone (the expiry walk)
+ *   5. st->dirty_lock     the list of dirty files and the expiry walk's
+ *                         cursor, taken under f->lock (account()) and
+ *                         alone (the expiry walk)
  *   6. policy pool lock   the candidate pool (policy.c), taken under f->lock
  *   7. zpool locks        inside zr_zpool_*()
  * files_lock and f->lock are never held together in practice: the sweep
@@ -127,7 +129,6 @@ struct zr_file {
 	bool dlisted;			/* on that list: written under f->lock and
 					 * dirty_lock, read under either */
 	uint64_t dseq;			/* dirty_lock: when it was listed (dirty_seq) */
-	uint64_t dwalk;			/* dirty_lock: the expiry walk that took it */
 };
 
 struct zr_store {
@@ -154,7 +155,9 @@ struct zr_store {
 	struct zr_file *dirty_head, *dirty_tail;	/* files with ndirty > 0, by
 					 * dirty_since, oldest first (dirty_enter()) */
 	uint64_t dirty_seq;		/* dirty_lock: files listed so far */
-	uint64_t dirty_walks;		/* dirty_lock: expiry walks begun */
+	struct zr_file *expire_next;	/* dirty_lock: where the running expiry
+					 * walk goes on (dirty_unlink() moves it) */
+	pthread_mutex_t expire_lock;	/* one expiry walk at a time (outermost) */
 	uint64_t meta;			/* nodes + records of files with nodes
 					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
@@ -212,9 +215,12 @@ static void update_max(struct zr_store *st)
 	raise_max(st, zr_store_mem_used(st));
 }
 
-/* Take @f off the list of dirty files; caller holds dirty_lock. */
+/* Take @f off the list of dirty files (the expiry walk's cursor moves on
+ * past it); caller holds dirty_lock. */
 static void dirty_unlink(struct zr_store *st, struct zr_file *f)
 {
+	if (st->expire_next == f)
+		st->expire_next = f->dnext;
 	if (f->dprev)
 		f->dprev->dnext = f->dnext;
 	else
@@ -227,37 +233,45 @@ static void dirty_unlink(struct zr_store *st, struct zr_file *f)
 	f->dlisted = false;
 }
 
+/* Put @f at the tail of the list of dirty files with its clock at now
+ * (read under the lock, so the list stays in dirty_since order); caller
+ * holds dirty_lock and f->lock, and @f is not listed. */
+static void dirty_append(struct zr_store *st, struct zr_file *f)
+{
+	f->dprev = st->dirty_tail;
+	f->dnext = NULL;
+	if (st->dirty_tail)
+		st->dirty_tail->dnext = f;
+	else
+		st->dirty_head = f;
+	st->dirty_tail = f;
+	f->dlisted = true;
+	f->dseq = ++st->dirty_seq;
+	zr_stat_set(&f->dirty_since, zr_now_ms());
+}
+
 /*
- * @f's ndirty became > 0: its clock starts now, and it goes to the tail of
- * the list of dirty files, which so stays in dirty_since order (the clock
- * is read under the lock). With @keep (account_in()), a file still listed
- * keeps its place and its clock, untouched: the expiry walk never sees a
- * clock that is not the file's. Caller holds f->lock.
+ * @f's ndirty became > 0: its clock starts now, at the tail of the list of
+ * dirty files. A file still listed keeps its place and its clock: between
+ * account_out() and account_in(), and after a truncate or punch dropped
+ * its dirty blocks (dirty_leave() with keep), so that a file rewritten
+ * more often than dirty_expire, in place or after a truncate, is still
+ * written back by age. Caller holds f->lock.
  */
-static void dirty_enter(struct zr_file *f, bool keep)
+static void dirty_enter(struct zr_file *f)
 {
 	struct zr_store *st = f->st;
 
 	pthread_mutex_lock(&st->dirty_lock);
-	if (!(keep && f->dlisted)) {
-		if (f->dlisted)
-			dirty_unlink(st, f);
-		f->dprev = st->dirty_tail;
-		if (st->dirty_tail)
-			st->dirty_tail->dnext = f;
-		else
-			st->dirty_head = f;
-		st->dirty_tail = f;
-		f->dlisted = true;
-		f->dseq = ++st->dirty_seq;
-		zr_stat_set(&f->dirty_since, zr_now_ms());
-	}
+	if (!f->dlisted)
+		dirty_append(st, f);
 	pthread_mutex_unlock(&st->dirty_lock);
 }
 
 /* @f's ndirty became 0: off the list and its clock stopped, unless @keep
- * (account_out(): the block comes back dirty; nothing changes). Caller
- * holds f->lock. */
+ * (account_out(): the block comes back dirty; zr_file_drop(): the file is
+ * left listed, clean, for the expiry walk to take off, or for a rewrite to
+ * find its clock). Caller holds f->lock. */
 static void dirty_leave(struct zr_file *f, bool keep)
 {
 	struct zr_store *st = f->st;
@@ -306,7 +320,7 @@ static void account_slot(struct zr_file *f, const struct zr_slot *s, int sign, b
 	if (fl & ZR_SLOT_DIRTY) {
 		zr_stat_add(&st->s.blocks_dirty, one);
 		if (sign > 0 && zr_stat_add(&f->ndirty, 1) == 1)
-			dirty_enter(f, keep);
+			dirty_enter(f);
 		else if (sign < 0 && zr_stat_sub(&f->ndirty, 1) == 0)
 			dirty_leave(f, keep);
 	}
@@ -340,17 +354,7 @@ static void account_out(struct zr_file *f, const struct zr_slot *s)
 
 static void account_in(struct zr_file *f, const struct zr_slot *s)
 {
-	struct zr_store *st = f->st;
-
-	account_slot(f, s, 1, true);
-	if (zr_stat_read(&f->ndirty) == 0 && f->dlisted) {
-		/* it came back clean: what dirty_leave() did not do
-		 * (dlisted is written only under f->lock, which we hold) */
-		pthread_mutex_lock(&st->dirty_lock);
-		zr_stat_set(&f->dirty_since, 0);
-		dirty_unlink(st, f);
-		pthread_mutex_unlock(&st->dirty_lock);
-	}
+	account_slot(f, s, 1, true);	/* (back clean: the walk unlists it) */
 }
 
 /* Per-thread scratch: two blocks (compression output, recompression input). */
@@ -710,26 +714,39 @@ static struct zr_slot *map_next(struct zr_file *f, uint64_t from, uint64_t *idx)
 	return node_next(f, f->root, f->height, 0, from, idx);
 }
 
-/* Forget a present slot: counters, pool object. The caller prunes. */
-static uint32_t slot_release(struct zr_file *f, struct zr_slot *s)
+/* Forget a present slot: counters (@keep: the file's place on the list of
+ * dirty files, see dirty_leave()), pool object. The caller prunes. */
+static uint32_t slot_release_as(struct zr_file *f, struct zr_slot *s, bool keep)
 {
 	uint32_t len = slot_has(s, ZR_SLOT_SAME) ? 0 : slot_len(s);
 
-	account(f, s, -1);
+	account_slot(f, s, -1, keep);
 	if (!slot_has(s, ZR_SLOT_SAME))
 		zr_zpool_free(f->st->pool, s->u.handle);
 	memset(s, 0, sizeof(*s));
 	return len;
 }
 
-/* Remove block @idx (present, slot @s): @return RAM bytes freed. */
-static uint64_t block_remove(struct zr_file *f, uint64_t idx, struct zr_slot *s)
+static uint32_t slot_release(struct zr_file *f, struct zr_slot *s)
+{
+	return slot_release_as(f, s, false);
+}
+
+/* Remove block @idx (present, slot @s), @keep as for slot_release_as():
+ * @return RAM bytes freed. */
+static uint64_t block_remove_as(struct zr_file *f, uint64_t idx, struct zr_slot *s,
+				bool keep)
 {
 	uint64_t before = file_cost(f);
-	uint64_t freed = slot_release(f, s);
+	uint64_t freed = slot_release_as(f, s, keep);
 
 	map_prune(f, idx);
 	return freed + (before - file_cost(f));
+}
+
+static uint64_t block_remove(struct zr_file *f, uint64_t idx, struct zr_slot *s)
+{
+	return block_remove_as(f, idx, s, false);
 }
 
 static void node_free_all(struct zr_file *f, void *n, unsigned h)
@@ -971,6 +988,7 @@ int zr_store_create(const struct zr_store_config *cfg,
 	pthread_mutex_init(&st->reclaim_lock, NULL);
 	pthread_mutex_init(&st->files_lock, NULL);
 	pthread_mutex_init(&st->dirty_lock, NULL);
+	pthread_mutex_init(&st->expire_lock, NULL);
 	st->s.budget = cfg->budget;
 	*out = st;
 	return 0;
@@ -989,6 +1007,7 @@ void zr_store_destroy(struct zr_store *st)
 	pthread_mutex_destroy(&st->reclaim_lock);
 	pthread_mutex_destroy(&st->files_lock);
 	pthread_mutex_destroy(&st->dirty_lock);
+	pthread_mutex_destroy(&st->expire_lock);
 	free(st);
 }
 
@@ -1380,7 +1399,8 @@ void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count)
 		return;
 	pthread_mutex_lock(&f->lock);
 	while ((s = map_next(f, pos, &idx)) && idx <= last) {
-		block_remove(f, idx, s);
+		/* (the file keeps its clock: dirty_enter()) */
+		block_remove_as(f, idx, s, true);
 		if (idx == UINT64_MAX)
 			break;
 		pos = idx + 1;
@@ -1657,74 +1677,98 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
 #define EXPIRE_BATCH 256
 
 /*
+ * One file the expiry walk took (referenced), written back if dirty and
+ * may_expire allows; @now, when the walk began. Under f->lock, where ndirty
+ * is exact (not between account_out() and account_in()): a file left
+ * listed clean (dirty_leave()) is taken off; one still dirty after a
+ * writeback that succeeded was written to meanwhile, and goes to the tail
+ * with a new clock, as Linux's redirty_tail() does (else it would be
+ * written at every walk while writes go on). @return 0 or -errno.
+ */
+static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint8_t **buf)
+{
+	bool dirty;
+	int rc = 0;
+
+	pthread_mutex_lock(&f->lock);
+	dirty = f->ndirty != 0;
+	if (!dirty && f->dlisted) {
+		pthread_mutex_lock(&st->dirty_lock);
+		zr_stat_set(&f->dirty_since, 0);
+		dirty_unlink(st, f);
+		pthread_mutex_unlock(&st->dirty_lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!dirty || (st->ops.may_expire && !st->ops.may_expire(st->ops_ctx, f->owner)))
+		return 0;
+	rc = file_writeback(f, ZR_WB_ALL, buf);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	pthread_mutex_lock(&st->dirty_lock);
+	if (f->ndirty && f->dlisted && zr_stat_read(&f->dirty_since) <= now) {
+		dirty_unlink(st, f);
+		dirty_append(st, f);
+	}
+	pthread_mutex_unlock(&st->dirty_lock);
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+/*
  * Walks the list of dirty files from its oldest to the first one not
  * expired, not every file: once a second, a walk over 300k files of one
  * dirty block each (size=1G, dirty_expire=1h) took 5% of a core with
  * nothing to do. It takes EXPIRE_BATCH files at a time with a reference
  * under dirty_lock (all of 300k expired files at once held it 40-65 ms,
  * and every file turning dirty or clean waits for it), and writes them
- * back without it. The next batch goes on after the last file taken, or
- * from the head when that file left the list (files taken stay marked,
- * dwalk); files listed after the walk began (dseq) end it.
- * A file whose writeback failed keeps its place and its clock when other
- * blocks of it stayed dirty, and is tried again at the next call; when
- * its only dirty block failed, its clock starts again (the block went out
- * and back in through account()), as it did before the list. One that
- * may_expire refuses (an orphan) stays at the head, looked at each call.
+ * back without it (expire_one()). Between batches a cursor, expire_next,
+ * which dirty_unlink() moves on, keeps its place, so each file is looked
+ * at once: files left in place (a failed writeback of a file with other
+ * dirty blocks left, an orphan that may_expire refuses) are not walked
+ * again, and files listed after the walk began (dseq) end it. A failed
+ * writeback of a file's only dirty block restarts its clock (the block went
+ * out and back in through account()): it is tried a period later. One
+ * walk at a time: a second caller returns 0 at once.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 {
-	struct zr_file *due[EXPIRE_BATCH], *f, *last = NULL;
-	uint64_t now, walk, seq_end;
+	struct zr_file *due[EXPIRE_BATCH], *f;
+	uint64_t now, seq_end;
 	uint8_t *buf = NULL;
 	unsigned n, i;
-	bool more;
 	int rc, first = 0;
 
+	if (pthread_mutex_trylock(&st->expire_lock) != 0)
+		return 0;
 	pthread_mutex_lock(&st->dirty_lock);
 	now = zr_now_ms();	/* (under the lock: no clock listed is later) */
-	walk = ++st->dirty_walks;
 	seq_end = st->dirty_seq;
+	st->expire_next = st->dirty_head;
 	do {
-		f = last && last->dlisted && last->dseq <= seq_end ? last->dnext
-								   : st->dirty_head;
 		n = 0;
-		more = false;
-		for (; f && f->dseq <= seq_end; f = f->dnext) {
-			uint64_t since = zr_stat_read(&f->dirty_since);
-
-			if (f->dwalk == walk)
-				continue;	/* taken by an earlier batch */
-			if (expire_ms && now - since < expire_ms)
-				break;		/* the rest are younger */
-			if (n == EXPIRE_BATCH) {
-				more = true;
+		for (f = st->expire_next; f && f->dseq <= seq_end; f = f->dnext) {
+			if (expire_ms && now - zr_stat_read(&f->dirty_since) < expire_ms) {
+				f = NULL;	/* the rest are younger */
 				break;
 			}
-			f->dwalk = walk;
+			if (n == EXPIRE_BATCH)
+				break;
 			if (file_try_get(f))
 				due[n++] = f;
 		}
+		st->expire_next = f && f->dseq <= seq_end ? f : NULL;
 		pthread_mutex_unlock(&st->dirty_lock);
-		zr_file_put(last);
-		last = NULL;
 		for (i = 0; i < n; i++) {
-			f = due[i];
-			if (zr_file_dirty(f) &&
-			    (!st->ops.may_expire || st->ops.may_expire(st->ops_ctx, f->owner))) {
-				rc = file_writeback(f, ZR_WB_ALL, &buf);
-				if (rc && !first)
-					first = rc;
-			}
-			if (i + 1 < n)
-				zr_file_put(f);
-			else
-				last = f;	/* (the next batch's start) */
+			rc = expire_one(st, due[i], now, &buf);
+			if (rc && !first)
+				first = rc;
+			zr_file_put(due[i]);
 		}
 		pthread_mutex_lock(&st->dirty_lock);
-	} while (more);
+	} while (st->expire_next);
 	pthread_mutex_unlock(&st->dirty_lock);
-	zr_file_put(last);
+	pthread_mutex_unlock(&st->expire_lock);
 	wb_buf_free(st, buf);
 	return first;
 }

@@ -31,6 +31,7 @@ struct rec {
 	struct { void *owner; uint64_t index; unsigned n; } call[MAX_CALLS];
 	int fail;			/* returned by every call when non-zero ... */
 	void *fail_owner;		/* ... or by the calls for this owner only */
+	void *fail_owner2;		/* (or this one) */
 	uint32_t bs;
 	uint64_t bytes;
 	/* Optional: rewrite this block of this file during the call. */
@@ -76,7 +77,8 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 		}
 		free(exp);
 	}
-	if (r->fail && (!r->fail_owner || owner == r->fail_owner))
+	if (r->fail && (!r->fail_owner || owner == r->fail_owner ||
+			(r->fail_owner2 && owner == r->fail_owner2)))
 		return r->fail;
 	r->bytes += (uint64_t)nblocks * r->bs;
 	return 0;
@@ -765,8 +767,11 @@ END_TEST
 /*
  * A file rewritten more often than the expiry keeps the clock of its first
  * dirty block (as Linux keeps the time an inode was first dirtied): a log
- * appended to every 2 units, whose only block is rewritten each time, is
- * written back 4 units after its first write, not never.
+ * appended to every 2 units, whose only block is rewritten each time, and
+ * a file truncated and rewritten as often, are written back 4 units after
+ * their first write, not never. A file written to while its writeback by
+ * age runs is not written again at the next walk: its clock starts again
+ * (Linux's redirty_tail()).
  */
 START_TEST(test_expire_rewrite)
 {
@@ -774,32 +779,56 @@ START_TEST(test_expire_rewrite)
 	uint32_t bs = 16384;
 	struct rec r;
 	struct zr_store *st = mkstore(bs, 1 << 30, &r);
-	unsigned char *in = xmalloc(bs);
-	struct zr_file *f;
+	unsigned char *in = xmalloc(bs), *in2 = xmalloc(bs);
+	struct zr_file *f[3];	/* rewritten, truncated and rewritten, busy */
 	int i;
 
 	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
-	ck_assert_int_eq(zr_file_create(st, &f, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 1, in2, bs);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
 	for (i = 0; i < 3; i++) {	/* t = 0, 2, 4 */
 		in[i] ^= 1;
-		dirty_one(f, in);
+		dirty_one(f[0], in);
+		zr_file_drop(f[1], 0, UINT64_MAX);
+		dirty_one(f[1], in);
 		if (i < 2)
 			usleep(2 * u);
 	}
 	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
-	ck_assert_uint_eq(r.ncalls, 1);
-	ck_assert(!zr_file_dirty(f));
-	zr_file_put(f);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert(!zr_file_dirty(f[0]) && !zr_file_dirty(f[1]));
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
+
+	dirty_one(f[2], in);
+	usleep(expire * 1000);
+	r.rewrite_file = f[2];
+	r.rewrite_index = 0;
+	r.rewrite_data = in2;
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
+	ck_assert_uint_eq(r.ncalls, 3);
+	ck_assert(zr_file_dirty(f[2]));		/* the rewrite */
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
+	ck_assert_uint_eq(r.ncalls, 3);		/* a new clock */
+	usleep(expire * 1000);
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
+	ck_assert_uint_eq(r.ncalls, 4);
+	ck_assert(!zr_file_dirty(f[2]));
+	for (i = 0; i < 3; i++)
+		zr_file_put(f[i]);
 	zr_store_destroy(st);
+	free(in2);
 	free(in);
 }
 END_TEST
 
 /*
  * More expired files than one batch of the walk takes, behind a file that
- * may not be written back by age (an orphan) and one whose writeback fails
- * with another dirty block left: all the others are written, each once;
- * those two stay dirty and listed, and the next walk writes nothing else.
+ * may not be written back by age (an orphan), with one whose writeback
+ * fails with another dirty block left (it stays in place) and one whose
+ * only dirty block fails at the end of the first batch (it goes to the
+ * tail with a new clock): all the others are written, each once; those
+ * three stay dirty and listed, and are not taken twice in one walk.
  */
 START_TEST(test_expire_batches)
 {
@@ -822,16 +851,17 @@ START_TEST(test_expire_batches)
 	r.no_expire = &f[0];
 	r.fail = -EIO;
 	r.fail_owner = &f[300];
+	r.fail_owner2 = &f[256];	/* (in the second batch) */
 	ck_assert_int_eq(zr_store_writeback_expired(st, 0), -EIO);
 	ck_assert_uint_eq(r.ncalls, N - 1 + 1);	/* f[300]: two runs */
-	ck_assert(zr_file_dirty(f[0]) && zr_file_dirty(f[300]));
-	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 2);
+	ck_assert(zr_file_dirty(f[0]) && zr_file_dirty(f[256]) && zr_file_dirty(f[300]));
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 3);
 	for (i = 1; i < N; i++)
-		if (i != 300)
+		if (i != 256 && i != 300)
 			ck_assert(!zr_file_dirty(f[i]));
 	r.fail = 0;
 	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
-	ck_assert_uint_eq(r.ncalls, N + 2);	/* f[300] again, two runs */
+	ck_assert_uint_eq(r.ncalls, N + 3);	/* f[256], f[300] (two runs) */
 	ck_assert(zr_file_dirty(f[0]));
 	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
 	for (i = 0; i < N; i++)

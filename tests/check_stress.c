@@ -268,10 +268,11 @@ START_TEST(test_stress)
 	ck_assert_uint_eq(s.orig_data_size, blocks * BS);
 	ck_assert_uint_eq(s.blocks_zero + s.blocks_raw + s.blocks_hot + s.blocks_cold, blocks);
 	ck_assert_uint_le(s.blocks_pending, s.blocks_raw);
-	/* the list of dirty files holds the dirty files, and only them */
+	/* the list of dirty files holds the dirty files (and files whose
+	 * dirty blocks a punch dropped, until the expiry walk takes them off) */
 	for (i = 0, ndirty = 0; i < NFILES; i++)
 		ndirty += zr_file_dirty(mf[i].f);
-	ck_assert_uint_eq(zr_store_test_dirty_listed(st), ndirty);
+	ck_assert_uint_ge(zr_store_test_dirty_listed(st), ndirty);
 	/* what is still pending settles once there is room for it (a full
 	 * tier leaves them to reclaim), and reads back the same */
 	(void)zr_store_reclaim(st, BUDGET / 2, UINT64_MAX);
@@ -286,6 +287,7 @@ START_TEST(test_stress)
 	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
 	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
 	ck_assert_uint_eq(s.writebacks * BS, s.bytes_written_back);
 	/* The disk now has everything. */
