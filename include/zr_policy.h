@@ -120,6 +120,14 @@ struct zr_zpool *zr_store_test_pool(struct zr_store *st);
 unsigned zr_store_test_dirty_listed(struct zr_store *st);
 
 /**
+ * zr_store_test_dirty_check() - the list of dirty files' invariants: every
+ * file with dirty blocks is on it (checked under each file's lock), and it
+ * is in the order of the files' clocks and listing. Safe while other
+ * threads work. @return the number of violations found.
+ */
+unsigned zr_store_test_dirty_check(struct zr_store *st);
+
+/**
  * zr_file_test_corrupt() - XOR @mask into byte @offset of block @index's
  * stored bytes (compressed or raw). @return 0, -ENOENT when the block is
  * absent or holds no pool object, -EINVAL when @offset is past its length.

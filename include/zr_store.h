@@ -164,7 +164,8 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags);
 /**
  * zr_store_writeback_expired() - write back every file whose oldest dirty
  * block is older than @expire_ms (monotonic clock), or all when @expire_ms
- * is 0. @return 0 or the first -errno.
+ * is 0. One walk at a time: while one runs, another call returns 0 at once
+ * without writing anything. @return 0 or the first -errno.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms);
 

@@ -1009,6 +1009,9 @@ static bool compress_later(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
  * until its wait releases it, so the signal is not lost.) */
 static void fill_wake_idle(struct zr_fs *fs)
 {
+	/* (the fence pairs with fill_main()'s: the pending block is counted
+	 * before fill_idle is read, and fill_idle set before the count is) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&fs->fill_idle, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&fs->fill_lock);
@@ -1234,10 +1237,16 @@ static void *fill_main(void *arg)
 			 * (a queued copy or a writer's pending block wakes it:
 			 * fill_wake_idle()): an idle mount is not woken 20
 			 * times a second */
-			wait_ms = fs->fill_len == 0 && !zr_store_pending_bytes(fs->store)
-				  ? ZR_FILL_IDLE_MS : ZR_FILL_PAUSE_MS;
-			__atomic_store_n(&fs->fill_idle, wait_ms == ZR_FILL_IDLE_MS,
-					 __ATOMIC_RELAXED);
+			wait_ms = ZR_FILL_PAUSE_MS;
+			if (fs->fill_len == 0) {
+				__atomic_store_n(&fs->fill_idle, true, __ATOMIC_RELAXED);
+				__atomic_thread_fence(__ATOMIC_SEQ_CST);
+				if (zr_store_pending_bytes(fs->store))
+					__atomic_store_n(&fs->fill_idle, false,
+							 __ATOMIC_RELAXED);
+				else
+					wait_ms = ZR_FILL_IDLE_MS;
+			}
 			zr_deadline(&ts, CLOCK_REALTIME, wait_ms * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
 			__atomic_store_n(&fs->fill_idle, false, __ATOMIC_RELAXED);

@@ -2646,6 +2646,31 @@ struct zr_zpool *zr_store_test_pool(struct zr_store *st)
 	return st->pool;
 }
 
+unsigned zr_store_test_dirty_check(struct zr_store *st)
+{
+	struct zr_file *f = NULL;
+	uint64_t since = 0, seq = 0;
+	unsigned bad = 0;
+
+	while ((f = file_iter(st, f))) {
+		pthread_mutex_lock(&f->lock);
+		if (f->ndirty && !f->dlisted)
+			bad++;
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_lock(&st->dirty_lock);
+	for (f = st->dirty_head; f; f = f->dnext) {
+		uint64_t s = zr_stat_read(&f->dirty_since);
+
+		if (s < since || f->dseq <= seq || s == 0)
+			bad++;
+		since = s;
+		seq = f->dseq;
+	}
+	pthread_mutex_unlock(&st->dirty_lock);
+	return bad;
+}
+
 unsigned zr_store_test_dirty_listed(struct zr_store *st)
 {
 	struct zr_file *f;

@@ -45,6 +45,8 @@ struct rec {
 	unsigned bad;
 	/* Optional: the owner whose file is not written back by age. */
 	void *no_expire;
+	/* Optional: write this file back (once) from inside the next call. */
+	struct zr_file *wb_other;
 };
 
 static int rec_writeback(void *ctx, void *owner, uint64_t index,
@@ -58,6 +60,12 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 		r->call[r->ncalls].n = nblocks;
 	}
 	r->ncalls++;
+	if (r->wb_other) {
+		struct zr_file *o = r->wb_other;
+
+		r->wb_other = NULL;
+		ck_assert_int_eq(zr_file_writeback(o), 0);
+	}
 	if (r->rewrite_file) {
 		ck_assert_int_eq(zr_file_write(r->rewrite_file, r->rewrite_index,
 					       r->rewrite_data, ZR_WRITE_DIRTY), 0);
@@ -672,6 +680,50 @@ START_TEST(test_settle_keeps_expiry)
 	for (i = 0; i < 2; i++)
 		zr_file_put(f[i]);
 	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
+/*
+ * The expiry walk's cursor moves on when the file it stands at leaves the
+ * list while a batch is written back (an fsync of that file): the walk
+ * goes on to the end. A file whose dirty blocks a truncate dropped is left
+ * listed, clean, and the next walk takes it off without writing it.
+ */
+START_TEST(test_expire_cursor)
+{
+	enum { N = 300 };
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_file **f = xmalloc(N * sizeof(*f));
+	struct zr_prepared p;
+	int i;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	for (i = 0; i < N; i++) {
+		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
+		ck_assert_int_eq(zr_file_prepare(f[i], in, &p), 0);
+		ck_assert_int_eq(zr_file_install(f[i], 0, &p, ZR_WRITE_DIRTY), 0);
+	}
+	r.wb_other = f[256];	/* where the cursor stands after 256 taken */
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, N);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
+	ck_assert_int_eq(zr_file_prepare(f[0], in, &p), 0);
+	ck_assert_int_eq(zr_file_install(f[0], 0, &p, ZR_WRITE_DIRTY), 0);
+	zr_file_drop(f[0], 0, UINT64_MAX);
+	ck_assert(!zr_file_dirty(f[0]));
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_uint_eq(r.ncalls, N);
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
+	ck_assert_uint_eq(zr_store_test_dirty_check(st), 0);
+	for (i = 0; i < N; i++)
+		zr_file_put(f[i]);
+	zr_store_destroy(st);
+	free(f);
 	free(in);
 }
 END_TEST
@@ -2333,6 +2385,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_expire_order);
 	tcase_add_test(tc, test_expire_rewrite);
 	tcase_add_test(tc, test_expire_batches);
+	tcase_add_test(tc, test_expire_cursor);
 	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_resumes);
 	tcase_add_test(tc, test_settle_cursor_put);

@@ -42,6 +42,7 @@ static struct model_file *mf;
 static struct zr_store *st;
 static volatile int stop;
 static uint64_t bad, enospc, wb_calls;
+static unsigned bad_list;	/* violations of the dirty list's invariants */
 
 /* Contents of version @v of a block: mixed data, stamped with the version. */
 static void make_block(unsigned file, unsigned block, uint32_t v, unsigned char *buf)
@@ -172,6 +173,9 @@ static void *reclaimer(void *arg)
 			zr_store_compact(st);
 		if (n % 300 == 0)
 			zr_store_writeback_all(st, ZR_WB_IDLE);
+		if (n % 100 == 0)
+			__atomic_add_fetch(&bad_list, zr_store_test_dirty_check(st),
+					   __ATOMIC_RELAXED);
 		usleep(200);
 	}
 	return NULL;
@@ -273,6 +277,8 @@ START_TEST(test_stress)
 	for (i = 0, ndirty = 0; i < NFILES; i++)
 		ndirty += zr_file_dirty(mf[i].f);
 	ck_assert_uint_ge(zr_store_test_dirty_listed(st), ndirty);
+	ck_assert_uint_eq(zr_store_test_dirty_check(st), 0);
+	ck_assert_uint_eq(bad_list, 0);	/* (also while the threads ran) */
 	/* what is still pending settles once there is room for it (a full
 	 * tier leaves them to reclaim), and reads back the same */
 	(void)zr_store_reclaim(st, BUDGET / 2, UINT64_MAX);
