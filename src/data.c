@@ -1198,12 +1198,13 @@ static bool settle_stop(void *arg)
  * zramfs 40% of two cores' time was idle, enough for memcpy but not for lz4
  * (compress_later()). Once no request came for ZR_FILL_PAUSE_MS, it
  * compresses the copies it stored as they were, and the blocks writers
- * stored so (zr_store_settle(), settle_time()). Not SCHED_IDLE: the thread takes locks others wait for (the pool's, the fd
- * cache's, ino->lock for an install), and a SCHED_IDLE thread preempted
- * while it holds one gets 0.3% of a CPU under load, nice 19 about 1.5%; it
- * holds none while it reads and compresses (fill_run()). It pauses while
- * reads go on (the writeback thread's drain does too): its reads of the
- * backing file would compete with theirs.
+ * stored so (zr_store_settle(), settle_time()). Not SCHED_IDLE: the thread
+ * takes locks others wait for (the pool's, the fd cache's, ino->lock for
+ * an install), and a SCHED_IDLE thread preempted while it holds one gets
+ * 0.3% of a CPU under load, nice 19 about 1.5%; it holds none while it
+ * reads and compresses (fill_run()). It pauses while reads go on (the
+ * writeback thread's drain does too): its reads of the backing file would
+ * compete with theirs.
  */
 static void *fill_main(void *arg)
 {

@@ -121,8 +121,10 @@ struct zr_file {
 	uint64_t nblocks;		/* present blocks; atomic reads */
 	uint64_t ndirty;		/* dirty blocks; atomic reads */
 	uint64_t npending;		/* ZR_SLOT_PENDING blocks; atomic reads */
-	uint64_t dirty_since;		/* zr_now_ms() when ndirty became > 0; written
-					 * under dirty_lock too; atomic reads */
+	uint64_t dirty_since;		/* zr_now_ms() when the file was put on the
+					 * list of dirty files (dirty_append()), 0
+					 * when it left; written under dirty_lock
+					 * too; atomic reads */
 	int error;			/* sticky writeback error */
 	struct zr_file *prev, *next;	/* files_lock */
 	struct zr_file *dprev, *dnext;	/* dirty_lock: the list of dirty files */
@@ -152,7 +154,8 @@ struct zr_store {
 	struct zr_file *settle_at;	/* where zr_store_settle() stopped: file ... */
 	uint64_t settle_index;		/* ... and next block index in it */
 	pthread_mutex_t dirty_lock;	/* protects the list of dirty files */
-	struct zr_file *dirty_head, *dirty_tail;	/* files with ndirty > 0, by
+	struct zr_file *dirty_head, *dirty_tail;	/* files with ndirty > 0, and
+					 * those a drop left clean (dirty_leave()), by
 					 * dirty_since, oldest first (dirty_enter()) */
 	uint64_t dirty_seq;		/* dirty_lock: files listed so far */
 	struct zr_file *expire_next;	/* dirty_lock: where the running expiry
