@@ -133,6 +133,8 @@ struct zr_inode {
 	uint64_t nlookup;		/* itable_lock: kernel lookup count */
 	bool unhashed;			/* itable_lock: gone from the backing tree,
 					 * moved to zr_fs.dead (its st_ino may be reused) */
+	struct zr_inode *kept_prev, *kept_next;	/* itable_lock: zr_fs.kept */
+	bool kept;			/* itable_lock: on zr_fs.kept */
 
 	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
 	bool unlinked;			/* ns_lock: no name left (but the orphan's) */
@@ -242,6 +244,10 @@ struct zr_fs {
 	pthread_mutex_t itable_lock;
 	struct zr_inode *inodes;	/* itable_lock: hash by key */
 	struct zr_inode *dead;		/* itable_lock: unhashed inodes still referenced */
+	struct zr_inode *kept;		/* itable_lock: inodes whose references went
+					 * to 0 while they had blocks in the tier,
+					 * for zr_fs_sweep() (some may be referenced
+					 * again: it takes those off) */
 
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */

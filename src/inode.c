@@ -676,6 +676,35 @@ static bool inode_keep(struct zr_inode *ino)
 	return !ino->unhashed && ino->blocks && zr_file_nblocks(ino->blocks) > 0;
 }
 
+/* Put @ino on the list of inodes kept for their blocks (zr_fs_sweep());
+ * caller holds itable_lock. */
+static void kept_add(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (ino->kept)
+		return;
+	ino->kept_prev = NULL;
+	ino->kept_next = fs->kept;
+	if (fs->kept)
+		fs->kept->kept_prev = ino;
+	fs->kept = ino;
+	ino->kept = true;
+}
+
+/* Take @ino off that list; caller holds itable_lock. */
+static void kept_del(struct zr_fs *fs, struct zr_inode *ino)
+{
+	if (!ino->kept)
+		return;
+	if (ino->kept_prev)
+		ino->kept_prev->kept_next = ino->kept_next;
+	else
+		fs->kept = ino->kept_next;
+	if (ino->kept_next)
+		ino->kept_next->kept_prev = ino->kept_prev;
+	ino->kept_prev = ino->kept_next = NULL;
+	ino->kept = false;
+}
+
 /* zr_inode_unhash() with itable_lock held. */
 static void unhash_locked(struct zr_fs *fs, struct zr_inode *ino)
 {
@@ -713,7 +742,10 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
 			HASH_DEL(fs->dead, ino);
 		else
 			HASH_DEL(fs->inodes, ino);
+		kept_del(fs, ino);
 		do_free = true;
+	} else if (ino->refs == 0) {
+		kept_add(fs, ino);	/* for the sweep, once its blocks leave */
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
 	if (do_free)
@@ -909,17 +941,27 @@ void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n)
 }
 
 /*
- * Free inodes that nobody references and whose blocks were written back
- * meanwhile (they were kept only for their dirty data).
+ * Free inodes that nobody references and whose blocks left the tier
+ * meanwhile (they were kept only for their blocks). Walks only the inodes
+ * kept so (zr_fs.kept), not the table: with 300k files the kernel still
+ * knew, every sweep walked all of them holding itable_lock, which every
+ * lookup and forget waits for. Those referenced again leave the list.
  */
 void zr_fs_sweep(struct zr_fs *fs)
 {
-	struct zr_inode *ino, *tmp, *freelist = NULL;
+	struct zr_inode *ino, *next, *freelist = NULL;
 
 	pthread_mutex_lock(&fs->itable_lock);
-	HASH_ITER(hh, fs->inodes, ino, tmp) {
-		if (ino->refs == 0 && !inode_keep(ino)) {
-			HASH_DEL(fs->inodes, ino);
+	for (ino = fs->kept; ino; ino = next) {
+		next = ino->kept_next;
+		if (ino->refs > 0) {
+			kept_del(fs, ino);
+		} else if (!inode_keep(ino)) {
+			kept_del(fs, ino);
+			if (ino->unhashed)
+				HASH_DEL(fs->dead, ino);
+			else
+				HASH_DEL(fs->inodes, ino);
 			ino->hh.next = freelist;	/* hh is free after HASH_DEL */
 			freelist = ino;
 		}
