@@ -954,14 +954,14 @@ void zr_fs_sweep(struct zr_fs *fs)
 	pthread_mutex_lock(&fs->itable_lock);
 	for (ino = fs->kept; ino; ino = next) {
 		next = ino->kept_next;
-		if (ino->refs > 0) {
+		if (ino->refs > 0 || ino->unhashed) {
+			/* (an unhashed one the sweep never freed: it may
+			 * hold dirty blocks that a writeback by a ctl
+			 * command is writing) */
 			kept_del(fs, ino);
 		} else if (!inode_keep(ino)) {
 			kept_del(fs, ino);
-			if (ino->unhashed)
-				HASH_DEL(fs->dead, ino);
-			else
-				HASH_DEL(fs->inodes, ino);
+			HASH_DEL(fs->inodes, ino);
 			ino->hh.next = freelist;	/* hh is free after HASH_DEL */
 			freelist = ino;
 		}
