@@ -1345,12 +1345,10 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 			zr_file_unprepare(f, p);
 			return 0;
 		}
-		/* (a rewrite keeps the file's dirty_expire clock) */
+		/* (a rewrite keeps the file's dirty_expire clock: the
+		 * release is account_out(), the install account_in()) */
 		old = *s;
-		account_out(f, s);
-		if (!slot_has(s, ZR_SLOT_SAME))
-			zr_zpool_free(st->pool, s->u.handle);
-		memset(s, 0, sizeof(*s));
+		slot_release_as(f, s, true);
 		s->ps = old.ps;
 		zr_policy_touch(st->pol, &s->ps);
 		replaced = true;

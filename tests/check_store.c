@@ -684,6 +684,15 @@ START_TEST(test_settle_keeps_expiry)
 }
 END_TEST
 
+/* Install one dirty block of text at index 0 of @f. */
+static void dirty_one(struct zr_file *f, const unsigned char *in)
+{
+	struct zr_prepared p;
+
+	ck_assert_int_eq(zr_file_prepare(f, in, &p), 0);
+	ck_assert_int_eq(zr_file_install(f, 0, &p, ZR_WRITE_DIRTY), 0);
+}
+
 /*
  * The expiry walk's cursor moves on when the file it stands at leaves the
  * list while a batch is written back (an fsync of that file): the walk
@@ -698,21 +707,18 @@ START_TEST(test_expire_cursor)
 	struct zr_store *st = mkstore(bs, 1 << 30, &r);
 	unsigned char *in = xmalloc(bs);
 	struct zr_file **f = xmalloc(N * sizeof(*f));
-	struct zr_prepared p;
 	int i;
 
 	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
 	for (i = 0; i < N; i++) {
 		ck_assert_int_eq(zr_file_create(st, &f[i], &f[i]), 0);
-		ck_assert_int_eq(zr_file_prepare(f[i], in, &p), 0);
-		ck_assert_int_eq(zr_file_install(f[i], 0, &p, ZR_WRITE_DIRTY), 0);
+		dirty_one(f[i], in);
 	}
 	r.wb_other = f[256];	/* where the cursor stands after 256 taken */
 	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
 	ck_assert_uint_eq(r.ncalls, N);
 	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 0);
-	ck_assert_int_eq(zr_file_prepare(f[0], in, &p), 0);
-	ck_assert_int_eq(zr_file_install(f[0], 0, &p, ZR_WRITE_DIRTY), 0);
+	dirty_one(f[0], in);
 	zr_file_drop(f[0], 0, UINT64_MAX);
 	ck_assert(!zr_file_dirty(f[0]));
 	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
@@ -727,15 +733,6 @@ START_TEST(test_expire_cursor)
 	free(in);
 }
 END_TEST
-
-/* Install one dirty block of text at index 0 of @f. */
-static void dirty_one(struct zr_file *f, const unsigned char *in)
-{
-	struct zr_prepared p;
-
-	ck_assert_int_eq(zr_file_prepare(f, in, &p), 0);
-	ck_assert_int_eq(zr_file_install(f, 0, &p, ZR_WRITE_DIRTY), 0);
-}
 
 /*
  * Writeback by age walks the dirty files oldest first and stops at the
