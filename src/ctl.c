@@ -140,7 +140,10 @@ static char *render_stats(struct zr_fs *fs)
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
 	P("busy_poll_leads", zr_session_leads());
 	P("busy_poll_takeovers", zr_session_takeovers());
-	P("buffer_trims", zr_session_trims());
+	P("uring_active", zr_uring_active());
+	P("uring_requests", zr_uring_requests());
+	P("uring_threads", zr_uring_threads());
+	P("buffer_trims", zr_session_trims() + zr_uring_trims());
 #undef P
 	fclose(f);
 	return buf;
@@ -192,6 +195,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "busy_poll %u\n", o->busy_poll);
 	fprintf(f, "default_permissions %d\n", o->default_permissions);
 	fprintf(f, "xattr %s\n", o->no_xattr ? "off" : "on");
+	fprintf(f, "uring %s\n", o->uring ? "on" : "off");
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

@@ -2082,7 +2082,8 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	 * the pages read the old data there until evicted. (Dirty pages of a
 	 * mapping are written back first, served by the other threads:
 	 * single-threaded, that could deadlock) */
-	if (rc && (mode & FALLOC_FL_PUNCH_HOLE) && !fs->opt->singlethread)
+	if (rc && (mode & FALLOC_FL_PUNCH_HOLE) && !fs->opt->singlethread &&
+	    zr_uring_may_wait())
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len);
 	fuse_reply_err(req, -rc);
 }
@@ -2110,9 +2111,11 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 * write them back before asking. Invalidating its cache makes
 		 * it launder (write back) them first; the WRITEs are served by
 		 * the other threads. Single-threaded, that would deadlock:
-		 * then let the kernel answer from its size (all data).
+		 * then let the kernel answer from its size (all data); so
+		 * would a ring thread whose queue has no other thread free
+		 * and cannot grow (zr_uring_may_wait()).
 		 */
-		if (fs->opt->singlethread ||
+		if (fs->opt->singlethread || !zr_uring_may_wait() ||
 		    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0) < 0) {
 			fuse_reply_err(req, ENOSYS);
 			return;

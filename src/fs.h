@@ -54,7 +54,7 @@ struct zr_options {
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
 	char *low_wm_str, *max_fds_str, *read_ahead_str, *max_read_str, *cpu_latency_str;
-	char *busy_poll_str, *xattr_str;
+	char *busy_poll_str, *xattr_str, *uring_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
@@ -65,6 +65,7 @@ struct zr_options {
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
 	bool no_xattr;			/* xattr=off: xattr requests answered ENOSYS */
+	bool uring;			/* uring=on: ask for FUSE over io_uring */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, allow_root, default_permissions, no_default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -441,6 +442,18 @@ void zr_data_ghost_free(struct zr_fs *fs);
 
 /* session.c */
 int zr_session_hook(struct zr_fs *fs);
+void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n);
+
+/* uring.c: FUSE over io_uring (uring=on) */
+int zr_uring_start(struct zr_fs *fs, size_t max_payload);
+void zr_uring_stop(void);
+bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res);
+void *zr_uring_reply_buf(size_t size);
+bool zr_uring_may_wait(void);
+bool zr_uring_active(void);
+uint64_t zr_uring_requests(void);
+uint64_t zr_uring_trims(void);
+uint64_t zr_uring_threads(void);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */

@@ -544,6 +544,7 @@ int main(int argc, char *argv[])
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
+	zr_uring_stop();
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
 	if (rc)

@@ -59,6 +59,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("cpu_latency=%s", cpu_latency_str),
 	ZR_OPT("busy_poll=%s", busy_poll_str),
 	ZR_OPT("xattr=%s", xattr_str),
+	ZR_OPT("uring=%s", uring_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -350,6 +351,14 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->xattr_str, "");
 		o->no_xattr = word;
 	}
+	if (o->uring_str) {
+		static const struct word w[] = { { "on", 1 }, { "off", 0 }, { NULL, 0 } };
+
+		if (pick_word(o->uring_str, w, &word))
+			return bad(pc, "invalid value '%s' for uring: expected on or off%s",
+				   o->uring_str, "");
+		o->uring = word;
+	}
 	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
 		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
 			   o->high_wm_str, "");
@@ -491,7 +500,7 @@ void zr_options_free(struct zr_options *o)
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
 		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->max_read_str, &o->cpu_latency_str,
-		&o->busy_poll_str, &o->xattr_str,
+		&o->busy_poll_str, &o->xattr_str, &o->uring_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -550,6 +559,9 @@ void zr_options_help(const char *prog)
 	       "                           for security.capability before a file's first write\n"
 	       "                           and at each chown: two round trips less per file\n"
 	       "                           untarred (on)\n"
+	       "    -o uring=on|off        on: requests come through io_uring, one queue per CPU,\n"
+	       "                           served on the CPU that made them (Linux 6.14 or later,\n"
+	       "                           with the fuse module's enable_uring set to Y) (off)\n"
 	       "    -o allow_other         let other users in (implies default_permissions)\n"
 	       "    -o default_permissions let the kernel check permissions (always on unless\n"
 	       "                           no_default_permissions)\n"

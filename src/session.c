@@ -137,6 +137,11 @@ static bool obuf_keyed;	/* obuf_once: obuf_key exists */
 
 static uint64_t init_unique;	/* unique of the INIT request; 0 once answered */
 static uint32_t init_flags_in;	/* what the kernel offered */
+static uint32_t init_flags2_in;	/* and the high 32 bits of it */
+
+/* FUSE_OVER_IO_URING (1ULL << 41, FUSE 7.42) in flags2; Debian 12's
+ * headers predate it. */
+#define ZR_FUSE_OVER_IO_URING2 (1u << 9)
 
 /*
  * Whether process @pid (with primary group @pgid) is in group @gid: its
@@ -299,6 +304,9 @@ void *zr_session_reply_buf(size_t size)
 	size_t page, len;
 	void *p;
 
+	p = zr_uring_reply_buf(size);
+	if (p)
+		return p;
 	if (size > obuf.len) {
 		page = (size_t)sysconf(_SC_PAGESIZE);	/* only when it grows */
 		pthread_once(&obuf_once, obuf_key_init);
@@ -346,6 +354,14 @@ static int idle_poll(struct pollfd *pfd)
 			return rc;
 	}
 	return poll(pfd, 1, -1);
+}
+
+/* Whether requests come in a burst that /dev/fuse's leader should poll
+ * for. Not once they come through io_uring (uring.c): /dev/fuse then only
+ * brings FORGETs and INTERRUPTs. */
+static bool bursting(struct zr_fs *fs)
+{
+	return zr_cpulat_bursting(fs) && !zr_uring_active();
 }
 
 static bool am_leader(void)
@@ -401,7 +417,7 @@ static void park(struct zr_fs *fs)
 	pthread_cleanup_push(unlock_park, NULL);
 	while (leader) {
 		since = __atomic_load_n(&lead_since, __ATOMIC_RELAXED);
-		if (watchdog || (!since && !zr_cpulat_bursting(fs))) {
+		if (watchdog || (!since && !bursting(fs))) {
 			uint64_t left = trim_wanted() ? trim_left_ms() : UINT64_MAX;
 
 			if (!left) {	/* not while others wait for the lock */
@@ -458,7 +474,7 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			return n;
 		if (errno != EAGAIN)
 			continue;
-		if (zr_cpulat_bursting(fs)) {
+		if (bursting(fs)) {
 			uint64_t now = zr_now_ns();
 
 			if (!deadline)
@@ -511,7 +527,7 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 		return n;
 	}
 	now = zr_now_ns();
-	if (!zr_cpulat_bursting(fs) || hands_off(buf, n)) {
+	if (!bursting(fs) || hands_off(buf, n)) {
 		step_down(false);
 		return n;
 	}
@@ -523,6 +539,62 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	in_turn = true;
 	need_watchdog();
 	return n;
+}
+
+/**
+ * zr_session_note_request() - what every request read does on its way in,
+ * from /dev/fuse or a ring (uring.c): note it for the CPU latency request
+ * and idle recompression, and carry out FUSE_HANDLE_KILLPRIV_V2's duties.
+ * @buf, @n: the request as /dev/fuse delivers it (header and arguments).
+ */
+void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n)
+{
+	const struct fuse_in_header *in = buf;
+
+	/* and when one comes: the fill thread's settling (settle_time()) stops
+	 * as it starts, not once it is done */
+	zr_note_ms(&fs->req_last_ms, zr_now_ms());
+	zr_cpulat_busy(fs);
+	switch (in->opcode) {
+	case FUSE_INIT:
+		if (n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2)) {
+			const struct fuse_init_in *ii = (const void *)(in + 1);
+
+			init_flags_in = ii->flags;
+			if ((ii->flags & FUSE_INIT_EXT) &&
+			    n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) +
+				 sizeof(ii->flags2))
+				init_flags2_in = ii->flags2;
+			__atomic_store_n(&init_unique, in->unique, __ATOMIC_RELEASE);
+		}
+		break;
+	case FUSE_WRITE:
+		if (n >= sizeof(*in) + sizeof(struct fuse_write_in)) {
+			const struct fuse_write_in *wi = (const void *)(in + 1);
+
+			if (wi->write_flags & FUSE_WRITE_KILL_SUIDGID)
+				kill_suidgid(fs, in);
+		}
+		break;
+	case FUSE_SETATTR:
+		if (n >= sizeof(*in) + sizeof(struct fuse_setattr_in)) {
+			const struct fuse_setattr_in *si = (const void *)(in + 1);
+
+			if ((si->valid & FATTR_KILL_SUIDGID) && !(si->valid & FATTR_MODE))
+				kill_suidgid(fs, in);
+		}
+		break;
+	case FUSE_OPEN:
+		if (n >= sizeof(*in) + sizeof(struct fuse_open_in)) {
+			const struct fuse_open_in *oi = (const void *)(in + 1);
+
+			if (oi->open_flags & FUSE_OPEN_KILL_SUIDGID)
+				kill_suidgid(fs, in);
+		}
+		break;
+	default:
+		break;
+	}
 }
 
 /*
@@ -554,47 +626,8 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		big_now = true;
 	if (n < (ssize_t)sizeof(*in))
 		return n;
-	/* and when one comes: the fill thread's settling (settle_time()) stops
-	 * as it starts, not once it is done */
-	zr_note_ms(&fs->req_last_ms, zr_now_ms());
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
-	zr_cpulat_busy(fs);
-	switch (in->opcode) {
-	case FUSE_INIT:
-		if ((size_t)n >= sizeof(*in) + offsetof(struct fuse_init_in, flags2)) {
-			const struct fuse_init_in *ii = (const void *)(in + 1);
-
-			init_flags_in = ii->flags;
-			__atomic_store_n(&init_unique, in->unique, __ATOMIC_RELEASE);
-		}
-		break;
-	case FUSE_WRITE:
-		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_write_in)) {
-			const struct fuse_write_in *wi = (const void *)(in + 1);
-
-			if (wi->write_flags & FUSE_WRITE_KILL_SUIDGID)
-				kill_suidgid(fs, in);
-		}
-		break;
-	case FUSE_SETATTR:
-		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_setattr_in)) {
-			const struct fuse_setattr_in *si = (const void *)(in + 1);
-
-			if ((si->valid & FATTR_KILL_SUIDGID) && !(si->valid & FATTR_MODE))
-				kill_suidgid(fs, in);
-		}
-		break;
-	case FUSE_OPEN:
-		if ((size_t)n >= sizeof(*in) + sizeof(struct fuse_open_in)) {
-			const struct fuse_open_in *oi = (const void *)(in + 1);
-
-			if (oi->open_flags & FUSE_OPEN_KILL_SUIDGID)
-				kill_suidgid(fs, in);
-		}
-		break;
-	default:
-		break;
-	}
+	zr_session_note_request(fs, buf, (size_t)n);
 	pthread_setcancelstate(cstate, NULL);
 	return n;
 }
@@ -624,12 +657,40 @@ static void set_read_ahead(struct zr_fs *fs)
 		close(fd);
 }
 
+/*
+ * Ask for FUSE over io_uring in the INIT reply @io (uring=on), when the
+ * kernel offered it. @return the largest payload the kernel will then
+ * exchange with a ring entry, or 0 when not asked.
+ */
+static size_t want_uring(struct zr_fs *fs, struct fuse_init_out *io, size_t len)
+{
+	size_t max;
+
+	if (!fs->opt->uring)
+		return 0;
+	if (!(init_flags2_in & ZR_FUSE_OVER_IO_URING2) ||
+	    len < offsetof(struct fuse_init_out, flags2) + sizeof(io->flags2)) {
+		zr_log(ZR_LOG_WARNING,
+		       "uring=on: the kernel does not offer FUSE over io_uring (Linux 6.14 or later, with /sys/module/fuse/parameters/enable_uring set to Y): using /dev/fuse");
+		return 0;
+	}
+	io->flags |= FUSE_INIT_EXT;
+	io->flags2 |= ZR_FUSE_OVER_IO_URING2;
+	max = io->max_write;
+	if ((io->flags & FUSE_MAX_PAGES) && (size_t)io->max_pages * 4096 > max)
+		max = (size_t)io->max_pages * 4096;
+	return max < 8192 ? 8192 : max;
+}
+
 static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
 	bool init_reply = false;
+	size_t ring_payload = 0;
 	ssize_t n;
 
+	if (zr_uring_reply(iov, count, &n))
+		return n;
 	if (unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		struct fuse_out_header *out = iov[0].iov_base;
 
@@ -639,14 +700,21 @@ static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata
 
 			if (init_flags_in & FUSE_HANDLE_KILLPRIV_V2)
 				io->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			ring_payload = want_uring(userdata, io, iov[1].iov_len);
 			__atomic_store_n(&init_unique, 0, __ATOMIC_RELEASE);
 			init_reply = true;
 		}
 	}
 	n = writev(fd, iov, count);
 	/* the kernel has applied the INIT reply when writev returns */
-	if (init_reply && n >= 0)
+	if (init_reply && n >= 0) {
+		int rc;
+
 		set_read_ahead(userdata);
+		if (ring_payload && (rc = zr_uring_start(userdata, ring_payload)) != 0)
+			zr_log(ZR_LOG_WARNING, "uring: cannot start: %s; using /dev/fuse",
+			       strerror(-rc));
+	}
 	return n;
 }
 

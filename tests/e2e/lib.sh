@@ -18,6 +18,10 @@
 #   ZR_E2E_NOSTATS=1      the daemon has no .zramfs control directory (to
 #                         debug the scripts against another FUSE filesystem,
 #                         e.g. libfuse's passthrough_ll); stats checks skipped
+#   ZR_E2E_OPTS           -o options added to every mount (uring.sh runs
+#                         other tests with uring=on this way)
+#   ZR_E2E_URING=1        every unmount first checks that requests came
+#                         through io_uring (uring_active, uring_requests)
 #   ZR_E2E_KEEP=1         keep the temporary directory (for debugging)
 #   TMPDIR                where temporary directories go (default /tmp)
 #
@@ -239,6 +243,7 @@ zr_mount() {
 	ZR_NMOUNT=$((ZR_NMOUNT + 1))
 	ZR_LOG="$ZR_TMP/daemon.$ZR_NMOUNT.log"
 	local args=(-f)
+	[ -n "${ZR_E2E_OPTS:-}" ] && opts=${opts:+$opts,}$ZR_E2E_OPTS
 	[ -n "$opts" ] && args+=(-o "$opts")
 	args+=("$backing")
 	[ $# -ge 3 ] && args+=("$mnt")
@@ -272,6 +277,10 @@ zr_umount() {
 	fi
 	[ -n "$ZR_PID" ] || fail "zr_umount: no daemon running"
 	local err err2
+	if [ "${ZR_E2E_URING:-0}" = 1 ] && zr_stats_on; then
+		[ "$(zr_stat uring_active)" = 1 ] && [ "$(zr_stat uring_requests)" -gt 0 ] ||
+			fail "ZR_E2E_URING=1, but requests did not come through io_uring (uring_active $(zr_stat uring_active), uring_requests $(zr_stat uring_requests))"
+	fi
 	if ! err=$(umount "$ZR_MNT" 2>&1); then
 		err2=$(fusermount3 -u "$ZR_MNT" 2>&1) ||
 			fail "cannot unmount $ZR_MNT: $err / $err2"

@@ -1,0 +1,849 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * uring.c - FUSE over io_uring (-o uring=on): requests reach the daemon
+ * through io_uring command rings, one queue per CPU, instead of read(2)
+ * and writev(2) on /dev/fuse. libfuse 3.14 does not speak this protocol
+ * (Linux 6.14, FUSE 7.42), so the daemon does it here and hands every
+ * request to libfuse's own dispatcher, fuse_session_process_buf().
+ *
+ * Why: a request read from /dev/fuse is served by whichever daemon thread
+ * reads it, mostly on the other CPU than the process that made it, which
+ * then waits for two wake-ups across CPUs (an IPI each, dear in a VM) and
+ * two syscalls of the daemon's (read, writev). The kernel puts a request
+ * made on CPU n in queue n, and the threads of queue n are pinned to CPU n:
+ * the caller sleeps, the daemon thread runs where it ran, and one syscall
+ * (io_uring_enter) both answers a request and waits for the next.
+ *
+ * The protocol, as the kernel speaks it:
+ *  - The daemon sets FUSE_OVER_IO_URING in its INIT reply (session.c) and
+ *    the kernel accepts it only when the fuse module's enable_uring
+ *    parameter is Y (/sys/module/fuse/parameters/enable_uring).
+ *  - Then each ring entry is registered (FUSE_IO_URING_CMD_REGISTER, an
+ *    IORING_OP_URING_CMD on the /dev/fuse fd, 128-byte SQEs) with two
+ *    buffers: a header (struct ring_header: the fuse_in_header, the
+ *    opcode's fixed argument, the entry's sizes) and a payload buffer of
+ *    at least max(max_write, max_pages pages). Once every CPU's queue has
+ *    an entry, requests go to the rings; until then, and always for
+ *    FORGETs, INTERRUPTs and notifications, /dev/fuse carries them.
+ *  - A request completes the entry's command; the daemon serves it, writes
+ *    the fuse_out_header in the header buffer and the reply's arguments in
+ *    the payload buffer, and sends FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+ *    which also waits for the next request.
+ *
+ * Threads and buffers. ZR_URING_PER_QUEUE threads per possible CPU, each
+ * with an io_uring of its own and one entry registered, so a request that
+ * waits on the disk holds up at most one of its queue's threads. An
+ * entry's payload buffer sits a page into a mapping: the request's header
+ * and its opcode's argument are copied just before the payload, which
+ * makes the contiguous message libfuse expects without moving the payload
+ * (a WRITE's data).
+ *
+ * Replies. libfuse answers through session.c's writev hook, which hands
+ * replies to zr_uring_reply(): a reply whose unique is that of a request an
+ * entry holds is copied into that entry's buffers, others go to /dev/fuse.
+ * The payload buffer still holds the request's own payload (a WRITE's
+ * data, a LOOKUP's name) while its handler runs, so a reply to a request
+ * that has a payload is staged in a second buffer and copied over once the
+ * handler has returned; a reply to one without (READ, GETATTR) goes
+ * straight into the payload buffer.
+ *
+ * Stopping: zr_uring_stop() writes an eventfd that every ring polls; on
+ * unmount the kernel ends the commands with ENOTCONN.
+ *
+ * Locking: the entries array (ents, n_ents) is written by zr_uring_start()
+ * before any thread starts and freed by zr_uring_stop() after all joined.
+ * Each entry's ring and buffers belong to its thread; unique (the request
+ * the entry holds, 0 none) is an atomic the writev hook reads; replied,
+ * reply_len and staged are protected by the entry's lock (the owner reads
+ * them once replied is set).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <linux/io_uring.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <linux/time_types.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "zr_util.h"
+
+/* The kernel's ABI for this (FUSE 7.42), which Debian 12's headers predate. */
+enum {
+	RING_CMD_REGISTER = 1,		/* FUSE_IO_URING_CMD_REGISTER */
+	RING_CMD_COMMIT_AND_FETCH = 2,	/* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
+};
+
+struct ring_ent_in_out {		/* struct fuse_uring_ent_in_out */
+	uint64_t flags;
+	uint64_t commit_id;		/* the request's unique, for the commit */
+	uint32_t payload_sz;		/* bytes of payload, either way */
+	uint32_t padding;
+	uint64_t reserved;
+};
+
+struct ring_header {			/* struct fuse_uring_req_header */
+	char in_out[128];		/* fuse_in_header / fuse_out_header */
+	char op_in[128];		/* the opcode's fixed argument */
+	struct ring_ent_in_out ent;
+};
+
+struct ring_cmd_req {			/* struct fuse_uring_cmd_req, in the SQE */
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+
+#define ZR_URING_PER_QUEUE 2		/* threads a queue starts with */
+#define ZR_URING_MAX_PER_QUEUE 8	/* and may grow to (zr_uring_may_wait()) */
+#define ZR_URING_LEAD 4096		/* room before the payload for the headers */
+/* As session.c does for /dev/fuse's buffers: the buffers' pages go back
+ * after this long without a request (ms), if requests or replies filled
+ * at least ZR_TRIM_MIN of them since they last went back. */
+#define ZR_TRIM_IDLE_MS 1000
+#define ZR_TRIM_MIN (64u * 1024u)
+#define TAG_CMD 1
+#define TAG_STOP 2
+
+struct zr_uring_ent {
+	struct zr_fs *fs;
+	unsigned qid;
+	pthread_t tid;
+	bool started;			/* grow_lock: tid is a thread to join */
+	bool up, up_ok;			/* lock: the thread has sent its REGISTER;
+					 * and it was not refused at once */
+
+	/* the ring: its thread's alone */
+	int ring_fd;
+	void *sq_map, *cq_map, *sqe_map;
+	size_t sq_len, cq_len, sqe_len;
+	unsigned *sq_head, *sq_tail, *sq_mask, *sq_array;
+	unsigned *cq_head, *cq_tail, *cq_mask;
+	struct io_uring_cqe *cqes;
+	char *sqes;			/* 128-byte entries */
+
+	/* the buffers registered with the kernel */
+	struct ring_header *hdr;
+	char *area;			/* ZR_URING_LEAD + payload_len, mmap()ed */
+	char *payload;			/* area + ZR_URING_LEAD */
+	size_t payload_len;
+	char *stage;			/* payload_len, mmap()ed: staged replies */
+	struct iovec iov[2];
+
+	uint64_t unique;		/* atomic: request held, 0 none */
+	uint32_t req_payload;		/* its payload bytes (owner only) */
+	bool big;			/* owner only: the buffers took ZR_TRIM_MIN
+					 * or more since they last went back */
+	bool counted_idle;		/* owner only: counted in its queue's idle */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool replied;			/* lock */
+	bool staged;			/* lock: reply in stage, not payload */
+	uint32_t reply_len;		/* lock: reply's bytes after the out header */
+};
+
+/* A queue: its CPU's threads, ents[qid * ZR_URING_MAX_PER_QUEUE + k]. */
+struct zr_uring_queue {
+	unsigned started;	/* grow_lock: threads started (the first ones) */
+	unsigned idle;		/* atomic: threads whose entry waits for a request */
+};
+
+static struct zr_uring_ent *ents;
+static unsigned n_ents;
+static struct zr_uring_queue *queues;
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool stopping;		/* grow_lock: zr_uring_stop() runs */
+static int stop_fd = -1;
+static bool active;			/* atomic: entries registered */
+static uint64_t n_requests;		/* relaxed atomic: requests served */
+static uint64_t n_trims;		/* relaxed atomic: buffers given back */
+static uint64_t n_threads;		/* relaxed atomic: ring threads started */
+static __thread struct zr_uring_ent *cur;	/* this thread's entry, if a ring thread */
+
+static int sys_setup(unsigned entries, struct io_uring_params *p)
+{
+	return (int)syscall(__NR_io_uring_setup, entries, p);
+}
+
+static int sys_enter(int fd, unsigned submit, unsigned wait, unsigned flags,
+		     void *arg, size_t argsz)
+{
+	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, flags, arg, argsz);
+}
+
+/* Set up @e's ring. @return 0 or -errno. */
+static int ring_setup(struct zr_uring_ent *e)
+{
+	struct io_uring_params p;
+	int fd;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER |
+		  IORING_SETUP_DEFER_TASKRUN;
+	fd = sys_setup(4, &p);
+	if (fd < 0 && errno == EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_SQE128;
+		fd = sys_setup(4, &p);
+	}
+	if (fd < 0)
+		return -errno;
+	e->ring_fd = fd;
+	e->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+	e->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	e->sqe_len = p.sq_entries * 128;
+	e->sq_map = mmap(NULL, e->sq_len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
+	if (e->sq_map == MAP_FAILED)
+		goto fail;
+	e->cq_map = mmap(NULL, e->cq_len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_CQ_RING);
+	if (e->cq_map == MAP_FAILED)
+		goto fail;
+	e->sqe_map = mmap(NULL, e->sqe_len, PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
+	if (e->sqe_map == MAP_FAILED)
+		goto fail;
+	e->sq_head = (unsigned *)((char *)e->sq_map + p.sq_off.head);
+	e->sq_tail = (unsigned *)((char *)e->sq_map + p.sq_off.tail);
+	e->sq_mask = (unsigned *)((char *)e->sq_map + p.sq_off.ring_mask);
+	e->sq_array = (unsigned *)((char *)e->sq_map + p.sq_off.array);
+	e->cq_head = (unsigned *)((char *)e->cq_map + p.cq_off.head);
+	e->cq_tail = (unsigned *)((char *)e->cq_map + p.cq_off.tail);
+	e->cq_mask = (unsigned *)((char *)e->cq_map + p.cq_off.ring_mask);
+	e->cqes = (struct io_uring_cqe *)((char *)e->cq_map + p.cq_off.cqes);
+	e->sqes = e->sqe_map;
+	return 0;
+fail:
+	{
+		int err = -errno;
+
+		if (e->sq_map && e->sq_map != MAP_FAILED)
+			munmap(e->sq_map, e->sq_len);
+		if (e->cq_map && e->cq_map != MAP_FAILED)
+			munmap(e->cq_map, e->cq_len);
+		e->sq_map = e->cq_map = e->sqe_map = NULL;
+		close(fd);
+		e->ring_fd = -1;
+		return err;
+	}
+}
+
+static void ring_teardown(struct zr_uring_ent *e)
+{
+	if (e->ring_fd < 0)
+		return;
+	munmap(e->sqe_map, e->sqe_len);
+	munmap(e->cq_map, e->cq_len);
+	munmap(e->sq_map, e->sq_len);
+	close(e->ring_fd);	/* cancels the command still registered */
+	e->ring_fd = -1;
+}
+
+/* A cleared SQE of @e's ring, queued for the next sys_enter(). The ring
+ * has room: at most two are ever in flight (a command and the stop poll). */
+static struct io_uring_sqe *sqe_get(struct zr_uring_ent *e)
+{
+	unsigned tail = *e->sq_tail;
+	unsigned idx = tail & *e->sq_mask;
+	struct io_uring_sqe *sqe = (struct io_uring_sqe *)(e->sqes + (size_t)idx * 128);
+
+	memset(sqe, 0, 128);
+	e->sq_array[idx] = idx;
+	__atomic_store_n(e->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	return sqe;
+}
+
+static void sqe_cmd(struct zr_uring_ent *e, unsigned op, uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe = sqe_get(e);
+	struct ring_cmd_req *req = (struct ring_cmd_req *)sqe->cmd;
+
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fuse_session_fd(e->fs->se);
+	sqe->cmd_op = op;
+	sqe->user_data = TAG_CMD;
+	if (op == RING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	}
+	req->commit_id = commit_id;
+	req->qid = (uint16_t)e->qid;
+}
+
+/*
+ * Submit what is queued and wait for a completion. @tag and @res receive
+ * it. @timeout_ms: give up waiting after this long (0: never).
+ * @return 0, -ETIME when @timeout_ms passed without a completion, or
+ * -errno of io_uring_enter (not EINTR, which is retried).
+ */
+static int ring_wait(struct zr_uring_ent *e, unsigned submit, uint64_t timeout_ms,
+		     uint64_t *tag, int *res)
+{
+	struct __kernel_timespec ts = {
+		.tv_sec = (long long)(timeout_ms / 1000),
+		.tv_nsec = (long long)(timeout_ms % 1000) * 1000000,
+	};
+	struct io_uring_getevents_arg arg = {
+		.ts = (uint64_t)(uintptr_t)&ts,
+	};
+
+	for (;;) {
+		unsigned head = *e->cq_head;
+		int rc;
+
+		if (head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
+			struct io_uring_cqe *cqe = &e->cqes[head & *e->cq_mask];
+
+			*tag = cqe->user_data;
+			*res = cqe->res;
+			__atomic_store_n(e->cq_head, head + 1, __ATOMIC_RELEASE);
+			return 0;
+		}
+		if (timeout_ms)
+			rc = sys_enter(e->ring_fd, submit, 1,
+				       IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+				       &arg, sizeof(arg));
+		else
+			rc = sys_enter(e->ring_fd, submit, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+		if (rc < 0) {
+			if (errno == ETIME)
+				return -ETIME;
+			if (errno == EINTR || errno == EAGAIN || errno == EBUSY)
+				continue;
+			return -errno;
+		}
+		submit = 0;
+	}
+}
+
+/*
+ * Wait for the next completion, as ring_wait() without a time limit; but
+ * when the buffers took ZR_TRIM_MIN or more since they last went back, give
+ * their pages back once ZR_TRIM_IDLE_MS pass without a request. The kernel
+ * writes a request into them only from this thread (task work run in
+ * io_uring_enter), never while it is in madvise().
+ */
+static int ring_next(struct zr_uring_ent *e, unsigned submit, uint64_t *tag, int *res)
+{
+	int rc;
+
+	if (!e->big)
+		return ring_wait(e, submit, 0, tag, res);
+	rc = ring_wait(e, submit, ZR_TRIM_IDLE_MS, tag, res);
+	if (rc != -ETIME)
+		return rc;
+	if (madvise(e->area, ZR_URING_LEAD + e->payload_len, MADV_DONTNEED) == 0 &&
+	    madvise(e->stage, e->payload_len, MADV_DONTNEED) == 0)
+		__atomic_add_fetch(&n_trims, 1, __ATOMIC_RELAXED);
+	e->big = false;
+	return ring_wait(e, 0, 0, tag, res);
+}
+
+/* Wait until the request @e holds has its reply (normally given before
+ * its handler returned, on this thread). */
+static void wait_reply(struct zr_uring_ent *e)
+{
+	pthread_mutex_lock(&e->lock);
+	while (!e->replied)
+		pthread_cond_wait(&e->cond, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Serve the request that just arrived in @e's buffers: rebuild the message
+ * libfuse reads from /dev/fuse in front of the payload, dispatch it, and
+ * leave the reply in the buffers for the commit.
+ */
+static void serve(struct zr_uring_ent *e)
+{
+	struct fuse_in_header in;
+	uint32_t psz = e->hdr->ent.payload_sz;
+	struct fuse_buf fb;
+	size_t hsz;
+	char *msg;
+
+	memcpy(&in, e->hdr->in_out, sizeof(in));
+	if (in.len < sizeof(in) + (uint64_t)psz || psz > e->payload_len ||
+	    in.len - sizeof(in) - psz > sizeof(e->hdr->op_in)) {
+		struct fuse_out_header out = {
+			.len = sizeof(out), .error = -EIO, .unique = in.unique,
+		};
+
+		zr_log(ZR_LOG_ERR, "uring: malformed request (opcode %u, len %u, payload %u)",
+		       in.opcode, in.len, psz);
+		memcpy(e->hdr->in_out, &out, sizeof(out));
+		e->hdr->ent.payload_sz = 0;
+		return;
+	}
+	hsz = in.len - sizeof(in) - psz;
+	msg = e->payload - sizeof(in) - hsz;
+	memcpy(msg, &in, sizeof(in));
+	memcpy(msg + sizeof(in), e->hdr->op_in, hsz);
+	e->req_payload = psz;
+	pthread_mutex_lock(&e->lock);
+	e->replied = false;
+	e->staged = false;
+	e->reply_len = 0;
+	pthread_mutex_unlock(&e->lock);
+	__atomic_store_n(&e->unique, in.unique, __ATOMIC_RELEASE);
+
+	zr_session_note_request(e->fs, msg, in.len);
+	memset(&fb, 0, sizeof(fb));
+	fb.mem = msg;
+	fb.size = in.len;
+	fuse_session_process_buf(e->fs->se, &fb);
+	__atomic_add_fetch(&n_requests, 1, __ATOMIC_RELAXED);
+
+	wait_reply(e);
+	__atomic_store_n(&e->unique, 0, __ATOMIC_RELEASE);
+	if (e->staged)
+		memcpy(e->payload, e->stage, e->reply_len);
+	e->hdr->ent.payload_sz = e->reply_len;
+	if (psz >= ZR_TRIM_MIN || e->reply_len >= ZR_TRIM_MIN)
+		e->big = true;
+}
+
+static void pin(unsigned cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) != 0)
+		zr_log(ZR_LOG_DEBUG, "uring: cannot pin to CPU %u: %s", cpu, strerror(errno));
+}
+
+/* Count @e's thread among its queue's idle ones, or not. */
+static void idle_enter(struct zr_uring_ent *e)
+{
+	if (!e->counted_idle) {
+		e->counted_idle = true;
+		__atomic_add_fetch(&queues[e->qid].idle, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static void idle_leave(struct zr_uring_ent *e)
+{
+	if (e->counted_idle) {
+		e->counted_idle = false;
+		__atomic_sub_fetch(&queues[e->qid].idle, 1, __ATOMIC_RELEASE);
+	}
+}
+
+/* Tell zr_uring_may_wait() that @e's REGISTER went in (@ok) or not. */
+static void say_up(struct zr_uring_ent *e, bool ok)
+{
+	pthread_mutex_lock(&e->lock);
+	e->up = true;
+	e->up_ok = ok;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * Set up the ring, register the entry and poll the stop eventfd; both
+ * SQEs are submitted before this returns (the kernel registers the entry
+ * in the submitting call). @return 0, or -errno (nothing is in flight).
+ */
+static int ring_start(struct zr_uring_ent *e)
+{
+	struct io_uring_sqe *sqe;
+	int rc = ring_setup(e);
+
+	if (rc)
+		return rc;
+	sqe = sqe_get(e);
+	sqe->opcode = IORING_OP_POLL_ADD;
+	sqe->fd = stop_fd;
+	sqe->poll32_events = POLLIN;
+	sqe->user_data = TAG_STOP;
+	sqe_cmd(e, RING_CMD_REGISTER, 0);
+	do {
+		rc = sys_enter(e->ring_fd, 2, 0, 0, NULL, 0);
+	} while (rc < 0 && errno == EINTR);
+	if (rc != 2) {
+		rc = rc < 0 ? -errno : -EIO;
+		ring_teardown(e);
+		return rc;
+	}
+	/* a refused REGISTER completes at once */
+	if (*e->cq_head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
+		struct io_uring_cqe *cqe = &e->cqes[*e->cq_head & *e->cq_mask];
+
+		if (cqe->user_data == TAG_CMD && cqe->res < 0)
+			return cqe->res;	/* left for the loop to report */
+	}
+	return 0;
+}
+
+static void *ring_main(void *arg)
+{
+	struct zr_uring_ent *e = arg;
+	bool registered = false;
+	char name[16];
+	int rc, res = 0;
+	uint64_t tag = 0;
+
+	cur = e;
+	snprintf(name, sizeof(name), "zramfs-ring%u", e->qid);
+	pthread_setname_np(pthread_self(), name);
+	pin(e->qid);
+	rc = ring_start(e);
+	if (rc && e->ring_fd < 0) {
+		zr_log(ZR_LOG_WARNING, "uring: queue %u: cannot set up a ring: %s",
+		       e->qid, strerror(-rc));
+		say_up(e, false);
+		return NULL;
+	}
+	idle_enter(e);
+	say_up(e, rc == 0);
+	rc = ring_wait(e, 0, 0, &tag, &res);
+	for (;;) {
+		if (rc) {
+			zr_log(ZR_LOG_WARNING, "uring: queue %u: io_uring_enter: %s",
+			       e->qid, strerror(-rc));
+			break;
+		}
+		if (tag == TAG_STOP)
+			break;
+		idle_leave(e);
+		if (res < 0) {
+			if (res == -ENOTCONN || res == -ECONNABORTED)
+				break;
+			if (!registered) {
+				zr_log(ZR_LOG_WARNING, "uring: queue %u: cannot register: %s",
+				       e->qid, strerror(-res));
+				break;
+			}
+			/* the request went away (aborted); so did the entry:
+			 * register it again */
+			zr_log(ZR_LOG_INFO, "uring: queue %u: commit failed: %s; registering again",
+			       e->qid, strerror(-res));
+			registered = false;
+			sqe_cmd(e, RING_CMD_REGISTER, 0);
+			idle_enter(e);
+			rc = ring_wait(e, 1, 0, &tag, &res);
+			continue;
+		}
+		if (!registered) {
+			registered = true;
+			__atomic_store_n(&active, true, __ATOMIC_RELEASE);
+		}
+		serve(e);
+		sqe_cmd(e, RING_CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id);
+		idle_enter(e);
+		rc = ring_next(e, 1, &tag, &res);
+	}
+	idle_leave(e);
+	ring_teardown(e);
+	return NULL;
+}
+
+/* Find the entry holding the request @unique. */
+static struct zr_uring_ent *find_ent(uint64_t unique)
+{
+	if (!unique)
+		return NULL;
+	if (cur && __atomic_load_n(&cur->unique, __ATOMIC_ACQUIRE) == unique)
+		return cur;
+	for (unsigned i = 0; i < n_ents; i++)
+		if (__atomic_load_n(&ents[i].unique, __ATOMIC_ACQUIRE) == unique)
+			return &ents[i];
+	return NULL;
+}
+
+/**
+ * zr_uring_reply() - take a reply libfuse writes, if it answers a request
+ * a ring entry holds: copy it into that entry's buffers for the commit.
+ * @iov, @count: the reply, as given to the session's writev hook.
+ * @res: receives what writev would have returned (its length, or -errno).
+ * @return true when the reply was taken; false: it goes to /dev/fuse.
+ */
+bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res)
+{
+	const struct fuse_out_header *out;
+	struct zr_uring_ent *e;
+	size_t len = 0, off = 0;
+	char *dst;
+
+	if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE) || count < 1 ||
+	    iov[0].iov_len < sizeof(*out))
+		return false;
+	out = iov[0].iov_base;
+	e = find_ent(out->unique);
+	if (!e)
+		return false;
+	for (int i = 1; i < count; i++)
+		len += iov[i].iov_len;
+	if (len > e->payload_len) {
+		/* cannot happen: replies are bounded by max_write/max_pages */
+		struct fuse_out_header err = {
+			.len = sizeof(err), .error = -EIO, .unique = out->unique,
+		};
+
+		zr_log(ZR_LOG_ERR, "uring: reply of %zu bytes does not fit", len);
+		memcpy(e->hdr->in_out, &err, sizeof(err));
+		len = 0;
+	} else {
+		struct fuse_out_header oh = *out;
+
+		oh.len = (uint32_t)(sizeof(oh) + len);
+		memcpy(e->hdr->in_out, &oh, sizeof(oh));
+	}
+	dst = e->req_payload ? e->stage : e->payload;
+	for (int i = 1; i < count && off < len; i++) {
+		if (iov[i].iov_base != dst + off)
+			memcpy(dst + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	pthread_mutex_lock(&e->lock);
+	e->staged = dst == e->stage;
+	e->reply_len = (uint32_t)len;
+	e->replied = true;
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	*res = (ssize_t)(sizeof(*out) + len);
+	return true;
+}
+
+/**
+ * zr_uring_reply_buf() - a buffer a READ's reply may be built in, if this
+ * thread serves one from a ring: the entry's payload buffer, which the
+ * reply then need not be copied into. @return it, or NULL (not a ring
+ * thread, the request has a payload of its own, or @size does not fit).
+ */
+void *zr_uring_reply_buf(size_t size)
+{
+	if (!cur || !__atomic_load_n(&cur->unique, __ATOMIC_RELAXED) ||
+	    cur->req_payload || size > cur->payload_len)
+		return NULL;
+	return cur->payload;
+}
+
+/**
+ * zr_uring_may_wait() - say that the request this thread serves is about
+ * to wait for other requests: the WRITEs of the dirty pages that a cache
+ * invalidation makes the kernel launder, which it sends to the queue of
+ * the CPU this thread runs on. On a ring thread, this makes sure the queue
+ * has another entry waiting for a request, and starts a thread for one
+ * when none is (up to ZR_URING_MAX_PER_QUEUE threads a queue). Elsewhere it
+ * does nothing.
+ * @return true, or false when no other entry can be had: the caller must
+ * then not wait (it would deadlock, as single-threaded).
+ */
+bool zr_uring_may_wait(void)
+{
+	struct zr_uring_ent *e = cur, *n;
+	struct zr_uring_queue *q;
+	bool ok;
+
+	if (!e)
+		return true;
+	q = &queues[e->qid];
+	pthread_mutex_lock(&grow_lock);
+	if (__atomic_load_n(&q->idle, __ATOMIC_ACQUIRE) > 0) {
+		pthread_mutex_unlock(&grow_lock);
+		return true;
+	}
+	if (stopping || q->started >= ZR_URING_MAX_PER_QUEUE) {
+		pthread_mutex_unlock(&grow_lock);
+		return false;
+	}
+	n = &ents[e->qid * ZR_URING_MAX_PER_QUEUE + q->started];
+	q->started++;
+	if (pthread_create(&n->tid, NULL, ring_main, n) != 0) {
+		pthread_mutex_unlock(&grow_lock);
+		return false;
+	}
+	n->started = true;
+	__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&grow_lock);
+	zr_log(ZR_LOG_DEBUG, "uring: queue %u: thread %u started", e->qid, q->started);
+	pthread_mutex_lock(&n->lock);
+	while (!n->up)
+		pthread_cond_wait(&n->cond, &n->lock);
+	ok = n->up_ok;
+	pthread_mutex_unlock(&n->lock);
+	return ok;
+}
+
+/** Ring threads started, the queues' first ones and those they grew by
+ * (for the stats). */
+uint64_t zr_uring_threads(void)
+{
+	return __atomic_load_n(&n_threads, __ATOMIC_RELAXED);
+}
+
+/** Ring buffers idle threads gave back (for the stats). */
+uint64_t zr_uring_trims(void)
+{
+	return __atomic_load_n(&n_trims, __ATOMIC_RELAXED);
+}
+
+/** Whether requests come through the rings (for the stats and session.c). */
+bool zr_uring_active(void)
+{
+	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}
+
+/** Requests served through the rings (for the stats). */
+uint64_t zr_uring_requests(void)
+{
+	return __atomic_load_n(&n_requests, __ATOMIC_RELAXED);
+}
+
+static void ent_free(struct zr_uring_ent *e)
+{
+	if (e->area && e->area != MAP_FAILED)
+		munmap(e->area, ZR_URING_LEAD + e->payload_len);
+	if (e->stage && e->stage != MAP_FAILED)
+		munmap(e->stage, e->payload_len);
+	free(e->hdr);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->cond);
+}
+
+/* The number of queues the kernel makes: one per possible CPU (the last
+ * number in /sys/devices/system/cpu/possible, plus one). */
+static unsigned possible_cpus(void)
+{
+	char buf[256];
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
+	long n = 0;
+
+	if (f) {
+		if (fgets(buf, sizeof(buf), f)) {
+			char *p = buf + strcspn(buf, "\n");
+
+			while (p > buf && (p[-1] >= '0' && p[-1] <= '9'))
+				p--;
+			n = strtol(p, NULL, 10) + 1;
+		}
+		fclose(f);
+	}
+	if (n < 1)
+		n = sysconf(_SC_NPROCESSORS_CONF);
+	return n < 1 ? 1 : (unsigned)n;
+}
+
+/**
+ * zr_uring_start() - start the ring threads, once the kernel has taken an
+ * INIT reply that asked for FUSE over io_uring. @max_payload: the largest
+ * payload the kernel will send or take (max of max_write and max_pages
+ * pages, at least 8 KiB). Until every queue has an entry, and if this
+ * fails, requests keep coming through /dev/fuse.
+ * @return 0 or -errno.
+ */
+int zr_uring_start(struct zr_fs *fs, size_t max_payload)
+{
+	unsigned ncpu = possible_cpus();
+	size_t plen = (max_payload + 4095) & ~(size_t)4095;
+	unsigned n = ncpu * ZR_URING_MAX_PER_QUEUE;
+
+	if (ents)
+		return -EALREADY;
+	stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (stop_fd < 0)
+		return -errno;
+	ents = calloc(n, sizeof(*ents));
+	queues = calloc(ncpu, sizeof(*queues));
+	if (!ents || !queues) {
+		free(ents);
+		free(queues);
+		ents = NULL;
+		queues = NULL;
+		close(stop_fd);
+		stop_fd = -1;
+		return -ENOMEM;
+	}
+	/* every slot's buffers now (address space only: pages come as
+	 * requests fill them), so that a queue grows without allocating */
+	for (unsigned i = 0; i < n; i++) {
+		struct zr_uring_ent *e = &ents[i];
+
+		e->fs = fs;
+		e->qid = i / ZR_URING_MAX_PER_QUEUE;
+		e->ring_fd = -1;
+		e->payload_len = plen;
+		pthread_mutex_init(&e->lock, NULL);
+		pthread_cond_init(&e->cond, NULL);
+		n_ents = i + 1;
+		e->hdr = aligned_alloc(64, (sizeof(*e->hdr) + 63) & ~(size_t)63);
+		e->area = mmap(NULL, ZR_URING_LEAD + plen, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		e->stage = mmap(NULL, plen, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (!e->hdr || e->area == MAP_FAILED || e->stage == MAP_FAILED) {
+			zr_uring_stop();
+			return -ENOMEM;
+		}
+		memset(e->hdr, 0, sizeof(*e->hdr));
+		e->payload = e->area + ZR_URING_LEAD;
+		e->iov[0].iov_base = e->hdr;
+		e->iov[0].iov_len = sizeof(*e->hdr);
+		e->iov[1].iov_base = e->payload;
+		e->iov[1].iov_len = plen;
+	}
+	/* (a thread that fails leaves its queue short: the kernel then keeps
+	 * using /dev/fuse, as it does until every queue has an entry) */
+	pthread_mutex_lock(&grow_lock);
+	for (unsigned q = 0; q < ncpu; q++) {
+		for (unsigned k = 0; k < ZR_URING_PER_QUEUE; k++) {
+			struct zr_uring_ent *e = &ents[q * ZR_URING_MAX_PER_QUEUE + k];
+
+			if (pthread_create(&e->tid, NULL, ring_main, e) == 0) {
+				e->started = true;
+				__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
+			}
+		}
+		queues[q].started = ZR_URING_PER_QUEUE;
+	}
+	pthread_mutex_unlock(&grow_lock);
+	zr_log(ZR_LOG_INFO, "uring: %u queues, %u threads each (up to %u), payload %zu KiB",
+	       ncpu, ZR_URING_PER_QUEUE, ZR_URING_MAX_PER_QUEUE, plen / 1024);
+	return 0;
+}
+
+/**
+ * zr_uring_stop() - stop the ring threads and free their buffers. Requests
+ * still queued for the rings wait for the unmount, which fails them.
+ */
+void zr_uring_stop(void)
+{
+	uint64_t one = 1;
+
+	if (!ents)
+		return;
+	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
+		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
+	/* no thread starts after this; those that did see the eventfd set */
+	pthread_mutex_lock(&grow_lock);
+	stopping = true;
+	pthread_mutex_unlock(&grow_lock);
+	for (unsigned i = 0; i < n_ents; i++)
+		if (ents[i].started)
+			pthread_join(ents[i].tid, NULL);
+	__atomic_store_n(&active, false, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < n_ents; i++)
+		ent_free(&ents[i]);
+	free(ents);
+	free(queues);
+	ents = NULL;
+	queues = NULL;
+	n_ents = 0;
+	if (stop_fd >= 0)
+		close(stop_fd);
+	stop_fd = -1;
+}

@@ -1,0 +1,153 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# uring: FUSE over io_uring (uring=on).  With the fuse module's enable_uring
+# parameter off, uring=on says so and serves through /dev/fuse.  With it on,
+# requests come through the rings: a source tree copied in, two writers and
+# a reader at once, renames, links and removals all read back identical,
+# through the mount and, after the unmount, in the backing directory.  Then
+# some of the suite's own tests run again with uring=on (ZR_E2E_OPTS), each
+# checking at its unmounts that its requests came through the rings.  Ring
+# threads give their buffers back when idle (buffer_trims), and a queue
+# whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty pages
+# grows instead of deadlocking.
+# The parameter is put back as it was in every exit path.
+ZR_TIMEOUT=${ZR_TIMEOUT:-900}
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "io_uring is the daemon's"
+zr_stats_on || zr_skip "needs the .zramfs control directory"
+zr_need_root "sets the fuse module's enable_uring parameter"
+P=/sys/module/fuse/parameters/enable_uring
+[ -w "$P" ] || zr_skip "this kernel has no FUSE over io_uring ($P is missing: Linux 6.14 or later)"
+old=$(cat "$P")
+ZR_ATEXIT+=("echo $old >$P")
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+SRC=/usr/include/linux
+[ -d "$SRC" ] || SRC=/usr/include
+
+say "enable_uring=N: uring=on serves through /dev/fuse, and says why"
+echo N >"$P"
+zr_mount "uring=on" "$B" "$M"
+echo hello >"$ZR_MNT/hello"
+[ "$(cat "$ZR_MNT/hello")" = hello ] || fail "read back '$(cat "$ZR_MNT/hello")'"
+[ "$(zr_stat uring_active)" = 0 ] || fail "uring_active is $(zr_stat uring_active) with enable_uring=N"
+grep -q "does not offer FUSE over io_uring" "$ZR_LOG" ||
+	fail "no warning that the kernel does not offer io_uring in the daemon's log"
+zr_umount
+
+say "enable_uring=Y: requests come through the rings"
+echo Y >"$P"
+zr_mount "uring=on" "$B" "$M"
+ls "$ZR_MNT" >/dev/null
+[ "$(cat "$ZR_MNT/hello")" = hello ] || fail "read back '$(cat "$ZR_MNT/hello")' through the rings"
+[ "$(zr_stat uring_active)" = 1 ] || fail "uring_active is $(zr_stat uring_active) with enable_uring=Y"
+
+say "a source tree copied in and compared"
+cp -a "$SRC" "$ZR_MNT/tree"
+diff -r "$SRC" "$ZR_MNT/tree" >/dev/null || fail "the copy of $SRC differs"
+
+say "two writers and a reader at once"
+tr0=$(zr_stat buffer_trims)
+head -c $((24 << 20)) /dev/urandom >"$ZR_TMP/r1"
+head -c $((24 << 20)) /dev/urandom >"$ZR_TMP/r2"
+dd if="$ZR_TMP/r1" of="$ZR_MNT/w1" bs=64k status=none conv=fsync &
+p1=$!
+dd if="$ZR_TMP/r2" of="$ZR_MNT/w2" bs=4k status=none &
+p2=$!
+tar -C "$ZR_MNT/tree" -cf - . | md5sum >"$ZR_TMP/tar.sum" &
+p3=$!
+wait "$p1" || fail "the 64k writer failed"
+wait "$p2" || fail "the 4k writer failed"
+wait "$p3" || fail "the reader failed"
+tar -C "$SRC" -cf - . | md5sum | cmp -s - "$ZR_TMP/tar.sum" ||
+	fail "the tree read during the writes differs from $SRC"
+zr_drop_kcache
+cmp "$ZR_TMP/r1" "$ZR_MNT/w1" || fail "w1 differs"
+cmp "$ZR_TMP/r2" "$ZR_MNT/w2" || fail "w2 differs"
+say "idle ring threads give their buffers back"
+sleep 3.5
+tr1=$(zr_stat buffer_trims)
+[ "$tr1" -ge $((tr0 + 2)) ] || fail "buffer_trims went from $tr0 to $tr1 only, 3.5 s after 1 MiB requests"
+
+say "renames, links and removals"
+mkdir "$ZR_MNT/d"
+for i in $(seq 200); do echo "$i" >"$ZR_MNT/d/f$i"; done
+for i in $(seq 1 2 200); do mv "$ZR_MNT/d/f$i" "$ZR_MNT/d/g$i"; done
+for i in $(seq 2 4 200); do ln "$ZR_MNT/d/f$i" "$ZR_MNT/d/h$i"; done
+for i in $(seq 4 4 200); do rm "$ZR_MNT/d/f$i"; done
+[ "$(ls "$ZR_MNT/d" | wc -l)" = 200 ] || fail "$(ls "$ZR_MNT/d" | wc -l) names in d, want 200"
+[ "$(cat "$ZR_MNT/d/g101" "$ZR_MNT/d/h102")" = "$(printf '101\n102')" ] ||
+	fail "g101/h102 read back wrong"
+say "lseek(SEEK_DATA) on files with dirty pages, four callers on one CPU"
+# The daemon makes the kernel write a file's dirty pages back (WRITEs, to
+# the queue of the CPU it runs on) before it answers; with every thread of
+# that queue in such an lseek, the queue must grow or the WRITEs wait forever.
+cat >"$ZR_TMP/seek.py" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+blk = 1 << 20
+for i in range(40):
+    os.pwrite(fd, bytes([i % 251 + 1]) * 65536, 2 * i * blk)
+    h = os.lseek(fd, 2 * i * blk, os.SEEK_DATA)
+    assert h == 2 * i * blk, "SEEK_DATA at block %d gave %d" % (2 * i, h)
+    g = os.lseek(fd, 2 * i * blk, os.SEEK_HOLE)
+    assert g == 2 * i * blk + 65536, "SEEK_HOLE in block %d gave %d" % (2 * i, g)
+for i in range(40):
+    assert os.pread(fd, 65536, 2 * i * blk) == bytes([i % 251 + 1]) * 65536, "block %d" % i
+os.close(fd)
+EOF
+t0=$(zr_stat uring_threads)
+pids=()
+for k in 1 2 3 4; do
+	timeout 60 taskset -c 0 python3 "$ZR_TMP/seek.py" "$ZR_MNT/seek$k" &
+	pids+=($!)
+done
+for _ in $(seq 600); do
+	kill -0 "${pids[@]}" 2>/dev/null || break
+	sleep 0.1
+done
+if kill -0 "${pids[@]}" 2>/dev/null; then
+	# deadlocked: abort the connection, or the callers and a daemon
+	# thread stay in D state (no signal frees them)
+	conn=/sys/fs/fuse/connections/$(mountpoint -d "$ZR_MNT" | cut -d: -f2)
+	if [ ! -d "$conn" ] && mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null; then
+		ZR_ATEXIT+=("umount /sys/fs/fuse/connections")
+	fi
+	echo 1 >"$conn/abort" 2>/dev/null || true
+	fail "the lseek callers still wait after 60 s (a queue that did not grow deadlocks)"
+fi
+for p in "${pids[@]}"; do
+	wait "$p" || fail "an lseek caller failed"
+done
+say "ring threads: $t0 before, $(zr_stat uring_threads) after"
+
+n=$(zr_stat uring_requests)
+[ "$n" -ge 5000 ] || fail "only $n requests came through the rings, want >= 5000"
+say "$n requests through the rings"
+zr_umount
+
+say "after the unmount, the backing directory holds it all"
+diff -r "$SRC" "$B/tree" >/dev/null || fail "the backing copy of $SRC differs"
+cmp "$ZR_TMP/r1" "$B/w1" || fail "backing w1 differs"
+cmp "$ZR_TMP/r2" "$B/w2" || fail "backing w2 differs"
+[ "$(cat "$B/d/g101" "$B/d/h102")" = "$(printf '101\n102')" ] || fail "backing g101/h102 wrong"
+rm -f "$ZR_TMP/r1" "$ZR_TMP/r2"
+
+say "the suite's tests again, with uring=on"
+here=$(cd "$(dirname "$0")" && pwd)
+for t in posix fsx git compile_c fio_verify mmap_shared hardlinks truncate_sparse unlink_race signal_flush fsync_kill9; do
+	[ -f "$here/$t.sh" ] || fail "$t.sh is missing"
+	rc=0
+	ZR_E2E_OPTS=uring=on ZR_E2E_URING=1 bash "$here/$t.sh" >"$ZR_TMP/$t.log" 2>&1 || rc=$?
+	case $rc in
+	0) say "$t: $(tail -n 1 "$ZR_TMP/$t.log")" ;;
+	77) say "$t skipped: $(grep -m1 -i skip "$ZR_TMP/$t.log")" ;;
+	*)
+		tail -n 30 "$ZR_TMP/$t.log" >&2
+		fail "$t failed with uring=on (exit $rc)"
+		;;
+	esac
+	[ "$(cat "$P")" = Y ] || fail "$t changed $P"
+done
