@@ -14,7 +14,9 @@
 # zramfs-none (cache=none: FUSE alone), zramfs-zstd (comp=zstd),
 # zramfs-16k (block_size=16k), zramfs-noseq (seq_cutoff=0: long sequential
 # streams stay in the tier instead of bypassing it), zramfs-noxattr (xattr=off:
-# the kernel stops asking for security.capability).  `zram` is skipped with a note when
+# the kernel stops asking for security.capability), zramfs-uring (uring=on:
+# requests through io_uring; the fuse module's enable_uring parameter is set
+# to Y for the run and put back after).  `zram` is skipped with a note when
 # /sys/block/zram0 is missing or already in use.
 #
 # Environment: ZRAMFS (the daemon; default: the build tree's src/zramfs
@@ -90,7 +92,7 @@ EOF
 bench_init() {
 	local def_systems=$1 full_to=$2 quick_to=$3
 	shift 3
-	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k,zramfs-noseq,zramfs-noxattr"
+	ALL_SYSTEMS="tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k,zramfs-noseq,zramfs-noxattr,zramfs-uring"
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--quick) QUICK=1 ;;
@@ -230,6 +232,7 @@ zramfs_opts() {
 	zramfs-16k) o=block_size=16k ;;
 	zramfs-noseq) o=seq_cutoff=0 ;;
 	zramfs-noxattr) o=xattr=off ;;
+	zramfs-uring) o=uring=on ;;
 	*) die "unknown zramfs system '$1'" ;;
 	esac
 	[ -n "${ZRAMFS_OPTS:-}" ] && o=${o:+$o,}$ZRAMFS_OPTS
@@ -237,6 +240,16 @@ zramfs_opts() {
 }
 
 is_mounted() { awk -v p="$1" '$5 == p { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+# uring_enable: lets FUSE mounts use io_uring (zramfs-uring) until the
+# cleanup puts the parameter back.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+BENCH_URING_OLD=
+uring_enable() {
+	[ -w "$URING_PARAM" ] || die "zramfs-uring: $URING_PARAM is missing (a kernel without FUSE over io_uring)"
+	[ -n "$BENCH_URING_OLD" ] || BENCH_URING_OLD=$(cat "$URING_PARAM")
+	echo Y >"$URING_PARAM"
+}
 
 # mount_system NAME DIR [EXTRA_ZRAMFS_OPTS]: makes DIR a fresh, empty
 # filesystem of system NAME.  zram is sized $ZRAM_DISKSIZE (default 6G).
@@ -264,6 +277,7 @@ mount_system() {
 	zramfs*)
 		local opts back="$dir.backing"
 		opts=$(zramfs_opts "$sys")
+		[ "$sys" = zramfs-uring ] && uring_enable
 		[ -n "$extra" ] && opts=${opts:+$opts,}$extra
 		mkdir -p "$back"
 		local args=(-f)
@@ -467,6 +481,9 @@ bench_cleanup() {
 		d=${BENCH_MOUNTS[$i]}
 		is_mounted "$d" && { umount -l "$d" 2>/dev/null || say "cleanup: cannot unmount $d"; }
 	done
+	if [ -n "$BENCH_URING_OLD" ]; then
+		echo "$BENCH_URING_OLD" >"$URING_PARAM" 2>/dev/null || say "cleanup: cannot restore $URING_PARAM"
+	fi
 	if [ "$BENCH_ZRAM" = 1 ]; then
 		echo 1 >/sys/block/zram0/reset 2>/dev/null || say "cleanup: cannot reset zram0"
 	fi
