@@ -659,34 +659,49 @@ static void set_read_ahead(struct zr_fs *fs)
 
 /*
  * Ask for FUSE over io_uring in the INIT reply @io (uring=on), when the
- * kernel offered it. @return the largest payload the kernel will then
- * exchange with a ring entry, or 0 when not asked.
+ * kernel offered it and the rings could be made ready (zr_uring_prepare():
+ * once the kernel takes such a reply it holds every request back until
+ * the rings take them, so nothing may fail after). @return whether it was
+ * asked for; zr_uring_go() must then follow the reply.
  */
-static size_t want_uring(struct zr_fs *fs, struct fuse_init_out *io, size_t len)
+static bool want_uring(struct zr_fs *fs, struct fuse_init_out *io, size_t len)
 {
 	size_t max;
+	int rc;
 
 	if (!fs->opt->uring)
-		return 0;
+		return false;
 	if (!(init_flags2_in & ZR_FUSE_OVER_IO_URING2) ||
 	    len < offsetof(struct fuse_init_out, flags2) + sizeof(io->flags2)) {
 		zr_log(ZR_LOG_WARNING,
 		       "uring=on: the kernel does not offer FUSE over io_uring (Linux 6.14 or later, with /sys/module/fuse/parameters/enable_uring set to Y): using /dev/fuse");
-		return 0;
+		return false;
+	}
+	if (fs->opt->singlethread) {
+		zr_log(ZR_LOG_WARNING, "uring=on: not with -s (the rings serve requests in parallel): using /dev/fuse");
+		return false;
+	}
+	max = io->max_write;
+	if ((io->flags & FUSE_MAX_PAGES) &&
+	    (size_t)io->max_pages * (size_t)sysconf(_SC_PAGESIZE) > max)
+		max = (size_t)io->max_pages * (size_t)sysconf(_SC_PAGESIZE);
+	if (max < 8192)
+		max = 8192;
+	rc = zr_uring_prepare(fs, max);
+	if (rc) {
+		zr_log(ZR_LOG_WARNING, "uring=on: cannot set up the rings (%s): using /dev/fuse",
+		       strerror(-rc));
+		return false;
 	}
 	io->flags |= FUSE_INIT_EXT;
 	io->flags2 |= ZR_FUSE_OVER_IO_URING2;
-	max = io->max_write;
-	if ((io->flags & FUSE_MAX_PAGES) && (size_t)io->max_pages * 4096 > max)
-		max = (size_t)io->max_pages * 4096;
-	return max < 8192 ? 8192 : max;
+	return true;
 }
 
 static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
-	bool init_reply = false;
-	size_t ring_payload = 0;
+	bool init_reply = false, uring = false;
 	ssize_t n;
 
 	if (zr_uring_reply(iov, count, &n))
@@ -700,21 +715,17 @@ static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata
 
 			if (init_flags_in & FUSE_HANDLE_KILLPRIV_V2)
 				io->flags |= FUSE_HANDLE_KILLPRIV_V2;
-			ring_payload = want_uring(userdata, io, iov[1].iov_len);
+			uring = want_uring(userdata, io, iov[1].iov_len);
 			__atomic_store_n(&init_unique, 0, __ATOMIC_RELEASE);
 			init_reply = true;
 		}
 	}
 	n = writev(fd, iov, count);
 	/* the kernel has applied the INIT reply when writev returns */
-	if (init_reply && n >= 0) {
-		int rc;
-
+	if (init_reply && n >= 0)
 		set_read_ahead(userdata);
-		if (ring_payload && (rc = zr_uring_start(userdata, ring_payload)) != 0)
-			zr_log(ZR_LOG_WARNING, "uring: cannot start: %s; using /dev/fuse",
-			       strerror(-rc));
-	}
+	if (uring)
+		zr_uring_go(n >= 0);
 	return n;
 }
 

@@ -22,17 +22,26 @@
  *    IORING_OP_URING_CMD on the /dev/fuse fd, 128-byte SQEs) with two
  *    buffers: a header (struct ring_header: the fuse_in_header, the
  *    opcode's fixed argument, the entry's sizes) and a payload buffer of
- *    at least max(max_write, max_pages pages). Once every CPU's queue has
- *    an entry, requests go to the rings; until then, and always for
- *    FORGETs, INTERRUPTs and notifications, /dev/fuse carries them.
+ *    at least max(max_write, max_pages pages). Once the kernel has taken
+ *    the INIT reply, it holds every new request back until every CPU's
+ *    queue has an entry (or a REGISTER fails, which sends it back to
+ *    /dev/fuse); so the rings and the first threads are made before the
+ *    reply (zr_uring_prepare()), which asks only if that worked, and the
+ *    threads register once it is taken (zr_uring_go()). FORGETs,
+ *    INTERRUPTs and notifications always go through /dev/fuse.
  *  - A request completes the entry's command; the daemon serves it, writes
  *    the fuse_out_header in the header buffer and the reply's arguments in
  *    the payload buffer, and sends FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
  *    which also waits for the next request.
  *
- * Threads and buffers. ZR_URING_PER_QUEUE threads per possible CPU, each
- * with an io_uring of its own and one entry registered, so a request that
- * waits on the disk holds up at most one of its queue's threads. An
+ * Threads and buffers. ZR_URING_PER_QUEUE threads per possible CPU to
+ * start with, each with an io_uring of its own and one entry registered,
+ * so a request that waits on the disk holds up at most one of its queue's
+ * threads. A queue grows (up to ZR_URING_MAX_PER_QUEUE) when a thread takes
+ * a request and none is left waiting, and before a request waits on others
+ * (zr_uring_may_wait()): a request the kernel queues while no entry waits
+ * is fetched only by the next commit of that queue, not by an entry
+ * registered after it. An
  * entry's payload buffer sits a page into a mapping: the request's header
  * and its opcode's argument are copied just before the payload, which
  * makes the contiguous message libfuse expects without moving the payload
@@ -50,12 +59,14 @@
  * Stopping: zr_uring_stop() writes an eventfd that every ring polls; on
  * unmount the kernel ends the commands with ENOTCONN.
  *
- * Locking: the entries array (ents, n_ents) is written by zr_uring_start()
- * before any thread starts and freed by zr_uring_stop() after all joined.
+ * Locking: the entries array (ents, n_ents, queues) is written by
+ * zr_uring_prepare() before any thread starts and freed after all joined.
  * Each entry's ring and buffers belong to its thread; unique (the request
  * the entry holds, 0 none) is an atomic the writev hook reads; replied,
- * reply_len and staged are protected by the entry's lock (the owner reads
- * them once replied is set).
+ * reply_len, staged and the thread's start stage are protected by the
+ * entry's lock. grow_lock protects each queue's started count, each
+ * entry's started flag and stopping; a queue's idle count is an atomic.
+ * gate_lock protects gate.
  */
 #include "config.h"
 
@@ -107,6 +118,7 @@ struct ring_cmd_req {			/* struct fuse_uring_cmd_req, in the SQE */
 #define ZR_URING_PER_QUEUE 2		/* threads a queue starts with */
 #define ZR_URING_MAX_PER_QUEUE 8	/* and may grow to (zr_uring_may_wait()) */
 #define ZR_URING_LEAD 4096		/* room before the payload for the headers */
+#define ZR_URING_STOP_MS 5000		/* zr_uring_stop() waits this long at most */
 /* As session.c does for /dev/fuse's buffers: the buffers' pages go back
  * after this long without a request (ms), if requests or replies filled
  * at least ZR_TRIM_MIN of them since they last went back. */
@@ -120,8 +132,8 @@ struct zr_uring_ent {
 	unsigned qid;
 	pthread_t tid;
 	bool started;			/* grow_lock: tid is a thread to join */
-	bool up, up_ok;			/* lock: the thread has sent its REGISTER;
-					 * and it was not refused at once */
+	int stage_reached;		/* lock: 1 ring ready, 2 REGISTER sent */
+	bool stage_ok;			/* lock: and no failure on the way */
 
 	/* the ring: its thread's alone */
 	int ring_fd;
@@ -164,6 +176,14 @@ static unsigned n_ents;
 static struct zr_uring_queue *queues;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stopping;		/* grow_lock: zr_uring_stop() runs */
+
+/* The gate the first threads wait at, ring set up, until the kernel has
+ * taken the INIT reply that asks for io_uring: 0 wait, 1 go, -1 give up. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate;		/* gate_lock */
+
+static bool grow_queue(unsigned qid, bool wait);
 static int stop_fd = -1;
 static bool active;			/* atomic: entries registered */
 static uint64_t n_requests;		/* relaxed atomic: requests served */
@@ -182,8 +202,24 @@ static int sys_enter(int fd, unsigned submit, unsigned wait, unsigned flags,
 	return (int)syscall(__NR_io_uring_enter, fd, submit, wait, flags, arg, argsz);
 }
 
-/* Set up @e's ring. @return 0 or -errno. */
-static int ring_setup(struct zr_uring_ent *e)
+/* Enable @e's ring, made disabled, from the thread that submits to it (the
+ * ring's single issuer). @return 0 or -errno. */
+static int ring_enable(struct zr_uring_ent *e)
+{
+	if (syscall(__NR_io_uring_register, e->ring_fd, IORING_REGISTER_ENABLE_RINGS,
+		    NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Set up @e's ring; @disabled: created disabled, for the thread that will
+ * submit to it to enable (ring_enable()). DEFER_TASKRUN (Linux 6.1) is
+ * required: the kernel then copies requests into the entry's buffers only
+ * inside this thread's io_uring_enter(), which ring_next()'s trimming
+ * relies on. @return 0 or -errno.
+ */
+static int ring_setup(struct zr_uring_ent *e, bool disabled)
 {
 	struct io_uring_params p;
 	int fd;
@@ -191,12 +227,9 @@ static int ring_setup(struct zr_uring_ent *e)
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER |
 		  IORING_SETUP_DEFER_TASKRUN;
+	if (disabled)
+		p.flags |= IORING_SETUP_R_DISABLED;
 	fd = sys_setup(4, &p);
-	if (fd < 0 && errno == EINVAL) {
-		memset(&p, 0, sizeof(p));
-		p.flags = IORING_SETUP_SQE128;
-		fd = sys_setup(4, &p);
-	}
 	if (fd < 0)
 		return -errno;
 	e->ring_fd = fd;
@@ -341,7 +374,13 @@ static int ring_next(struct zr_uring_ent *e, unsigned submit, uint64_t *tag, int
 
 	if (!e->big)
 		return ring_wait(e, submit, 0, tag, res);
-	rc = ring_wait(e, submit, ZR_TRIM_IDLE_MS, tag, res);
+	/* submit on its own: io_uring_enter() that submits reports the
+	 * submission, not the timeout, and would wait twice as long */
+	while (submit && sys_enter(e->ring_fd, submit, 0, 0, NULL, 0) < 0) {
+		if (errno != EINTR && errno != EAGAIN && errno != EBUSY)
+			return -errno;
+	}
+	rc = ring_wait(e, 0, ZR_TRIM_IDLE_MS, tag, res);
 	if (rc != -ETIME)
 		return rc;
 	if (madvise(e->area, ZR_URING_LEAD + e->payload_len, MADV_DONTNEED) == 0 &&
@@ -351,13 +390,27 @@ static int ring_next(struct zr_uring_ent *e, unsigned submit, uint64_t *tag, int
 	return ring_wait(e, 0, 0, tag, res);
 }
 
-/* Wait until the request @e holds has its reply (normally given before
- * its handler returned, on this thread). */
-static void wait_reply(struct zr_uring_ent *e)
+/*
+ * After its handler returned: whether the request @e holds has its reply.
+ * Every zramfs handler replies before it returns; one that did not would
+ * leave the entry, and the process waiting on it, hanging for good, so
+ * it is answered EIO here, with an error in the log.
+ */
+static void check_reply(struct zr_uring_ent *e, uint32_t opcode)
 {
 	pthread_mutex_lock(&e->lock);
-	while (!e->replied)
-		pthread_cond_wait(&e->cond, &e->lock);
+	if (!e->replied) {
+		struct fuse_out_header out = {
+			.len = sizeof(out), .error = -EIO,
+			.unique = __atomic_load_n(&e->unique, __ATOMIC_RELAXED),
+		};
+
+		zr_log(ZR_LOG_ERR, "uring: opcode %u returned without a reply: EIO", opcode);
+		memcpy(e->hdr->in_out, &out, sizeof(out));
+		e->reply_len = 0;
+		e->staged = false;
+		e->replied = true;
+	}
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -406,7 +459,7 @@ static void serve(struct zr_uring_ent *e)
 	fuse_session_process_buf(e->fs->se, &fb);
 	__atomic_add_fetch(&n_requests, 1, __ATOMIC_RELAXED);
 
-	wait_reply(e);
+	check_reply(e, in.opcode);
 	__atomic_store_n(&e->unique, 0, __ATOMIC_RELEASE);
 	if (e->staged)
 		memcpy(e->payload, e->stage, e->reply_len);
@@ -422,7 +475,7 @@ static void pin(unsigned cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) != 0)
-		zr_log(ZR_LOG_DEBUG, "uring: cannot pin to CPU %u: %s", cpu, strerror(errno));
+		zr_log(ZR_LOG_INFO, "uring: cannot pin a thread to CPU %u: %s", cpu, strerror(errno));
 }
 
 /* Count @e's thread among its queue's idle ones, or not. */
@@ -442,28 +495,55 @@ static void idle_leave(struct zr_uring_ent *e)
 	}
 }
 
-/* Tell zr_uring_may_wait() that @e's REGISTER went in (@ok) or not. */
-static void say_up(struct zr_uring_ent *e, bool ok)
+/* Note that @e's thread has reached @stage (1: its ring is ready to
+ * submit to; 2: its REGISTER went in), @ok or not, for whoever waits for
+ * it (wait_stage()). */
+static void say_stage(struct zr_uring_ent *e, int stage, bool ok)
 {
 	pthread_mutex_lock(&e->lock);
-	e->up = true;
-	e->up_ok = ok;
+	e->stage_reached = stage;
+	e->stage_ok = ok;
 	pthread_cond_broadcast(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 }
 
+/* Wait until @e's thread has reached @stage or failed. @return its ok. */
+static bool wait_stage(struct zr_uring_ent *e, int stage)
+{
+	bool ok;
+
+	pthread_mutex_lock(&e->lock);
+	while (e->stage_reached < stage && e->stage_ok)
+		pthread_cond_wait(&e->cond, &e->lock);
+	ok = e->stage_ok;
+	pthread_mutex_unlock(&e->lock);
+	return ok;
+}
+
+/* Wait for zr_uring_go(). @return true to go on, false to give up. */
+static bool wait_gate(void)
+{
+	int g;
+
+	pthread_mutex_lock(&gate_lock);
+	while (gate == 0)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	g = gate;
+	pthread_mutex_unlock(&gate_lock);
+	return g > 0;
+}
+
 /*
- * Set up the ring, register the entry and poll the stop eventfd; both
- * SQEs are submitted before this returns (the kernel registers the entry
- * in the submitting call). @return 0, or -errno (nothing is in flight).
+ * Register @e's entry and poll the stop eventfd: both SQEs are submitted
+ * before this returns (the kernel registers the entry in the submitting
+ * call; one it refuses completes at once, for the loop to report).
+ * @return 0, or -errno of io_uring_enter (nothing is in flight then).
  */
-static int ring_start(struct zr_uring_ent *e)
+static int ring_register(struct zr_uring_ent *e)
 {
 	struct io_uring_sqe *sqe;
-	int rc = ring_setup(e);
+	int rc;
 
-	if (rc)
-		return rc;
 	sqe = sqe_get(e);
 	sqe->opcode = IORING_OP_POLL_ADD;
 	sqe->fd = stop_fd;
@@ -472,20 +552,8 @@ static int ring_start(struct zr_uring_ent *e)
 	sqe_cmd(e, RING_CMD_REGISTER, 0);
 	do {
 		rc = sys_enter(e->ring_fd, 2, 0, 0, NULL, 0);
-	} while (rc < 0 && errno == EINTR);
-	if (rc != 2) {
-		rc = rc < 0 ? -errno : -EIO;
-		ring_teardown(e);
-		return rc;
-	}
-	/* a refused REGISTER completes at once */
-	if (*e->cq_head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
-		struct io_uring_cqe *cqe = &e->cqes[*e->cq_head & *e->cq_mask];
-
-		if (cqe->user_data == TAG_CMD && cqe->res < 0)
-			return cqe->res;	/* left for the loop to report */
-	}
-	return 0;
+	} while (rc < 0 && (errno == EINTR || errno == EAGAIN || errno == EBUSY));
+	return rc == 2 ? 0 : rc < 0 ? -errno : -EIO;
 }
 
 static void *ring_main(void *arg)
@@ -500,19 +568,35 @@ static void *ring_main(void *arg)
 	snprintf(name, sizeof(name), "zramfs-ring%u", e->qid);
 	pthread_setname_np(pthread_self(), name);
 	pin(e->qid);
-	rc = ring_start(e);
-	if (rc && e->ring_fd < 0) {
+	/* a queue's first threads find their ring made (disabled) before the
+	 * INIT reply; the threads a queue grows by make theirs */
+	rc = e->ring_fd >= 0 ? ring_enable(e) : ring_setup(e, false);
+	if (rc) {
 		zr_log(ZR_LOG_WARNING, "uring: queue %u: cannot set up a ring: %s",
 		       e->qid, strerror(-rc));
-		say_up(e, false);
+		ring_teardown(e);
+		say_stage(e, 1, false);
+		return NULL;
+	}
+	say_stage(e, 1, true);
+	if (!wait_gate()) {
+		ring_teardown(e);
+		return NULL;
+	}
+	rc = ring_register(e);
+	if (rc) {
+		zr_log(ZR_LOG_ERR, "uring: queue %u: cannot submit the REGISTER: %s",
+		       e->qid, strerror(-rc));
+		ring_teardown(e);
+		say_stage(e, 2, false);
 		return NULL;
 	}
 	idle_enter(e);
-	say_up(e, rc == 0);
+	say_stage(e, 2, true);
 	rc = ring_wait(e, 0, 0, &tag, &res);
 	for (;;) {
 		if (rc) {
-			zr_log(ZR_LOG_WARNING, "uring: queue %u: io_uring_enter: %s",
+			zr_log(ZR_LOG_ERR, "uring: queue %u: io_uring_enter: %s",
 			       e->qid, strerror(-rc));
 			break;
 		}
@@ -523,7 +607,9 @@ static void *ring_main(void *arg)
 			if (res == -ENOTCONN || res == -ECONNABORTED)
 				break;
 			if (!registered) {
-				zr_log(ZR_LOG_WARNING, "uring: queue %u: cannot register: %s",
+				/* the kernel went back to /dev/fuse if the
+				 * rings were not ready yet */
+				zr_log(ZR_LOG_WARNING, "uring: queue %u: REGISTER refused: %s",
 				       e->qid, strerror(-res));
 				break;
 			}
@@ -541,6 +627,11 @@ static void *ring_main(void *arg)
 			registered = true;
 			__atomic_store_n(&active, true, __ATOMIC_RELEASE);
 		}
+		/* keep an entry of this queue waiting for requests while this
+		 * one is served: a request queued while none waits is fetched
+		 * only by a later commit, not by an entry registered after it */
+		if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) == 0)
+			grow_queue(e->qid, false);
 		serve(e);
 		sqe_cmd(e, RING_CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id);
 		idle_enter(e);
@@ -604,15 +695,14 @@ bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res)
 	}
 	dst = e->req_payload ? e->stage : e->payload;
 	for (int i = 1; i < count && off < len; i++) {
-		if (iov[i].iov_base != dst + off)
-			memcpy(dst + off, iov[i].iov_base, iov[i].iov_len);
+		if (iov[i].iov_base != dst + off)	/* (may lie in the payload) */
+			memmove(dst + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
 	}
 	pthread_mutex_lock(&e->lock);
 	e->staged = dst == e->stage;
 	e->reply_len = (uint32_t)len;
 	e->replied = true;
-	pthread_cond_signal(&e->cond);
 	pthread_mutex_unlock(&e->lock);
 	*res = (ssize_t)(sizeof(*out) + len);
 	return true;
@@ -629,6 +719,8 @@ void *zr_uring_reply_buf(size_t size)
 	if (!cur || !__atomic_load_n(&cur->unique, __ATOMIC_RELAXED) ||
 	    cur->req_payload || size > cur->payload_len)
 		return NULL;
+	if (size >= ZR_TRIM_MIN)
+		cur->big = true;	/* (a scratch buffer too: copy_file_range) */
 	return cur->payload;
 }
 
@@ -645,23 +737,32 @@ void *zr_uring_reply_buf(size_t size)
  */
 bool zr_uring_may_wait(void)
 {
-	struct zr_uring_ent *e = cur, *n;
-	struct zr_uring_queue *q;
-	bool ok;
+	struct zr_uring_ent *e = cur;
 
 	if (!e)
 		return true;
-	q = &queues[e->qid];
-	pthread_mutex_lock(&grow_lock);
-	if (__atomic_load_n(&q->idle, __ATOMIC_ACQUIRE) > 0) {
-		pthread_mutex_unlock(&grow_lock);
+	if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) > 0)
 		return true;
-	}
+	return grow_queue(e->qid, true);
+}
+
+/*
+ * Start another thread for queue @qid, unless it has ZR_URING_MAX_PER_QUEUE
+ * or the rings are stopping. @wait: until its entry is registered (the
+ * kernel registers it in the submitting call).
+ * @return whether a thread started (and, with @wait, registered).
+ */
+static bool grow_queue(unsigned qid, bool wait)
+{
+	struct zr_uring_queue *q = &queues[qid];
+	struct zr_uring_ent *n;
+
+	pthread_mutex_lock(&grow_lock);
 	if (stopping || q->started >= ZR_URING_MAX_PER_QUEUE) {
 		pthread_mutex_unlock(&grow_lock);
 		return false;
 	}
-	n = &ents[e->qid * ZR_URING_MAX_PER_QUEUE + q->started];
+	n = &ents[qid * ZR_URING_MAX_PER_QUEUE + q->started];
 	q->started++;
 	if (pthread_create(&n->tid, NULL, ring_main, n) != 0) {
 		pthread_mutex_unlock(&grow_lock);
@@ -670,13 +771,8 @@ bool zr_uring_may_wait(void)
 	n->started = true;
 	__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&grow_lock);
-	zr_log(ZR_LOG_DEBUG, "uring: queue %u: thread %u started", e->qid, q->started);
-	pthread_mutex_lock(&n->lock);
-	while (!n->up)
-		pthread_cond_wait(&n->cond, &n->lock);
-	ok = n->up_ok;
-	pthread_mutex_unlock(&n->lock);
-	return ok;
+	zr_log(ZR_LOG_DEBUG, "uring: queue %u: thread %u started", qid, q->started);
+	return !wait || wait_stage(n, 2);
 }
 
 /** Ring threads started, the queues' first ones and those they grew by
@@ -738,34 +834,50 @@ static unsigned possible_cpus(void)
 	return n < 1 ? 1 : (unsigned)n;
 }
 
+/* Free what zr_uring_prepare() made, once no thread runs. */
+static void free_all(void)
+{
+	for (unsigned i = 0; i < n_ents; i++)
+		ent_free(&ents[i]);
+	free(ents);
+	free(queues);
+	ents = NULL;
+	queues = NULL;
+	n_ents = 0;
+	if (stop_fd >= 0)
+		close(stop_fd);
+	stop_fd = -1;
+}
+
 /**
- * zr_uring_start() - start the ring threads, once the kernel has taken an
- * INIT reply that asked for FUSE over io_uring. @max_payload: the largest
- * payload the kernel will send or take (max of max_write and max_pages
- * pages, at least 8 KiB). Until every queue has an entry, and if this
- * fails, requests keep coming through /dev/fuse.
- * @return 0 or -errno.
+ * zr_uring_prepare() - get FUSE over io_uring ready before the INIT reply
+ * asks for it: buffers, rings (disabled) and the first threads of every
+ * queue, which wait at a gate. Once the kernel has taken such a reply, it
+ * holds every request back until each queue has an entry, so whatever can
+ * fail is done before: if this fails, the reply must not ask.
+ * @max_payload: the largest payload the kernel will exchange (max of
+ * max_write and max_pages pages, at least 8 KiB).
+ * @return 0, then zr_uring_go() must follow; or -errno.
  */
-int zr_uring_start(struct zr_fs *fs, size_t max_payload)
+int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 {
 	unsigned ncpu = possible_cpus();
-	size_t plen = (max_payload + 4095) & ~(size_t)4095;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t plen = (max_payload + page - 1) & ~(page - 1);
 	unsigned n = ncpu * ZR_URING_MAX_PER_QUEUE;
+	int rc = 0;
 
 	if (ents)
 		return -EALREADY;
+	gate = 0;
+	stopping = false;
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (stop_fd < 0)
 		return -errno;
 	ents = calloc(n, sizeof(*ents));
 	queues = calloc(ncpu, sizeof(*queues));
 	if (!ents || !queues) {
-		free(ents);
-		free(queues);
-		ents = NULL;
-		queues = NULL;
-		close(stop_fd);
-		stop_fd = -1;
+		free_all();
 		return -ENOMEM;
 	}
 	/* every slot's buffers now (address space only: pages come as
@@ -777,6 +889,7 @@ int zr_uring_start(struct zr_fs *fs, size_t max_payload)
 		e->qid = i / ZR_URING_MAX_PER_QUEUE;
 		e->ring_fd = -1;
 		e->payload_len = plen;
+		e->stage_ok = true;
 		pthread_mutex_init(&e->lock, NULL);
 		pthread_cond_init(&e->cond, NULL);
 		n_ents = i + 1;
@@ -786,7 +899,7 @@ int zr_uring_start(struct zr_fs *fs, size_t max_payload)
 		e->stage = mmap(NULL, plen, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (!e->hdr || e->area == MAP_FAILED || e->stage == MAP_FAILED) {
-			zr_uring_stop();
+			free_all();
 			return -ENOMEM;
 		}
 		memset(e->hdr, 0, sizeof(*e->hdr));
@@ -796,14 +909,15 @@ int zr_uring_start(struct zr_fs *fs, size_t max_payload)
 		e->iov[1].iov_base = e->payload;
 		e->iov[1].iov_len = plen;
 	}
-	/* (a thread that fails leaves its queue short: the kernel then keeps
-	 * using /dev/fuse, as it does until every queue has an entry) */
 	pthread_mutex_lock(&grow_lock);
-	for (unsigned q = 0; q < ncpu; q++) {
-		for (unsigned k = 0; k < ZR_URING_PER_QUEUE; k++) {
+	for (unsigned q = 0; q < ncpu && !rc; q++) {
+		for (unsigned k = 0; k < ZR_URING_PER_QUEUE && !rc; k++) {
 			struct zr_uring_ent *e = &ents[q * ZR_URING_MAX_PER_QUEUE + k];
 
-			if (pthread_create(&e->tid, NULL, ring_main, e) == 0) {
+			rc = ring_setup(e, true);
+			if (!rc && pthread_create(&e->tid, NULL, ring_main, e) != 0)
+				rc = -EAGAIN;
+			if (!rc) {
 				e->started = true;
 				__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
 			}
@@ -811,39 +925,73 @@ int zr_uring_start(struct zr_fs *fs, size_t max_payload)
 		queues[q].started = ZR_URING_PER_QUEUE;
 	}
 	pthread_mutex_unlock(&grow_lock);
+	for (unsigned i = 0; i < n_ents && !rc; i++)
+		if (ents[i].started && !wait_stage(&ents[i], 1))
+			rc = -EIO;	/* the thread said why */
+	if (rc) {
+		zr_uring_go(false);
+		return rc;
+	}
 	zr_log(ZR_LOG_INFO, "uring: %u queues, %u threads each (up to %u), payload %zu KiB",
 	       ncpu, ZR_URING_PER_QUEUE, ZR_URING_MAX_PER_QUEUE, plen / 1024);
 	return 0;
 }
 
 /**
+ * zr_uring_go() - after zr_uring_prepare(): @ok, the kernel has taken the
+ * INIT reply that asked for io_uring, and the threads register their
+ * entries; else (the reply failed, or preparing did) they end, and all is
+ * freed.
+ */
+void zr_uring_go(bool ok)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate = ok ? 1 : -1;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	if (ok || !ents)
+		return;
+	for (unsigned i = 0; i < n_ents; i++)
+		if (ents[i].started)
+			pthread_join(ents[i].tid, NULL);
+	free_all();
+}
+
+/**
  * zr_uring_stop() - stop the ring threads and free their buffers. Requests
  * still queued for the rings wait for the unmount, which fails them.
+ * A thread still busy after ZR_URING_STOP_MS (its request waits on others
+ * that the threads gone would have served, if the mount is still there:
+ * the loop ended on a signal) is left to the unmount, which fails its
+ * wait; its buffers are then not freed.
  */
 void zr_uring_stop(void)
 {
 	uint64_t one = 1;
+	struct timespec dl;
+	bool all = true;
 
 	if (!ents)
 		return;
-	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
-		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
 	/* no thread starts after this; those that did see the eventfd set */
 	pthread_mutex_lock(&grow_lock);
 	stopping = true;
 	pthread_mutex_unlock(&grow_lock);
-	for (unsigned i = 0; i < n_ents; i++)
-		if (ents[i].started)
-			pthread_join(ents[i].tid, NULL);
+	zr_uring_go(true);	/* (a gate left closed would hold them) */
+	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
+		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
+	zr_deadline(&dl, CLOCK_REALTIME, ZR_URING_STOP_MS * 1000000ull);
+	for (unsigned i = 0; i < n_ents; i++) {
+		if (!ents[i].started)
+			continue;
+		if (pthread_timedjoin_np(ents[i].tid, NULL, &dl) != 0) {
+			zr_log(ZR_LOG_WARNING, "uring: queue %u: a thread is still busy; left to the unmount",
+			       ents[i].qid);
+			pthread_detach(ents[i].tid);
+			all = false;
+		}
+	}
 	__atomic_store_n(&active, false, __ATOMIC_RELEASE);
-	for (unsigned i = 0; i < n_ents; i++)
-		ent_free(&ents[i]);
-	free(ents);
-	free(queues);
-	ents = NULL;
-	queues = NULL;
-	n_ents = 0;
-	if (stop_fd >= 0)
-		close(stop_fd);
-	stop_fd = -1;
+	if (all)
+		free_all();
 }

@@ -37,8 +37,25 @@ grep -q "does not offer FUSE over io_uring" "$ZR_LOG" ||
 	fail "no warning that the kernel does not offer io_uring in the daemon's log"
 zr_umount
 
-say "enable_uring=Y: requests come through the rings"
 echo Y >"$P"
+S=/proc/sys/kernel/io_uring_disabled
+if [ -w "$S" ]; then
+	say "io_uring offered but unusable (io_uring_disabled=2): /dev/fuse, no hang"
+	# once the kernel takes an INIT reply that asks for io_uring, it holds
+	# every request back until the rings take them: a daemon that asked
+	# and then could not make its rings hung the mount
+	sold=$(cat "$S")
+	ZR_ATEXIT+=("echo $sold >$S")
+	echo 2 >"$S"
+	zr_mount "uring=on" "$B" "$M"
+	timeout 10 cat "$ZR_MNT/hello" >/dev/null || fail "the mount hangs when the rings cannot be made"
+	echo "$sold" >"$S"
+	[ "$(zr_stat uring_active)" = 0 ] || fail "uring_active is $(zr_stat uring_active) without io_uring"
+	grep -q "cannot set up the rings" "$ZR_LOG" || fail "no warning that the rings cannot be set up"
+	zr_umount
+fi
+
+say "enable_uring=Y: requests come through the rings"
 zr_mount "uring=on" "$B" "$M"
 ls "$ZR_MNT" >/dev/null
 [ "$(cat "$ZR_MNT/hello")" = hello ] || fail "read back '$(cat "$ZR_MNT/hello")' through the rings"
