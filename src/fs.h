@@ -447,7 +447,7 @@ void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n);
 /* uring.c: FUSE over io_uring (uring=on) */
 int zr_uring_prepare(struct zr_fs *fs, size_t max_payload);
 void zr_uring_go(bool ok);
-void zr_uring_stop(void);
+bool zr_uring_stop(void);
 bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res);
 void *zr_uring_reply_buf(size_t size);
 bool zr_uring_may_wait(void);

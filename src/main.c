@@ -331,6 +331,7 @@ int main(int argc, char *argv[])
 	sigset_t sigs;
 	pthread_t sig_tid;
 	int root_fd = -1, rc, ret = 1;
+	bool uring_clean = true;	/* no ring thread left behind (uring.c) */
 
 	pthread_condattr_t ca;
 
@@ -544,7 +545,7 @@ int main(int argc, char *argv[])
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
-	zr_uring_stop();
+	uring_clean = zr_uring_stop();
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
 	if (rc)
@@ -553,6 +554,12 @@ int main(int argc, char *argv[])
 	ret = final_writeback(&the_fs) == 0 ? 0 : 1;
 out_unmount:
 	fuse_session_unmount(the_fs.se);
+	if (!uring_clean) {
+		/* a ring thread may still use the session and the file
+		 * system: everything is written back, end without freeing */
+		zr_log(ZR_LOG_WARNING, "exiting with a ring thread still busy");
+		_exit(ret);
+	}
 out_session:
 	fuse_session_destroy(the_fs.se);
 out_store:

@@ -167,7 +167,7 @@ struct zr_uring_ent {
 
 /* A queue: its CPU's threads, ents[qid * ZR_URING_MAX_PER_QUEUE + k]. */
 struct zr_uring_queue {
-	unsigned started;	/* grow_lock: threads started (the first ones) */
+	unsigned started;	/* grow_lock (relaxed atomic reads): slots used */
 	unsigned idle;		/* atomic: threads whose entry waits for a request */
 };
 
@@ -184,11 +184,13 @@ static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static int gate;		/* gate_lock */
 
 static bool grow_queue(unsigned qid, bool wait);
+static void check_queues(void);
 static int stop_fd = -1;
 static bool active;			/* atomic: entries registered */
 static uint64_t n_requests;		/* relaxed atomic: requests served */
 static uint64_t n_trims;		/* relaxed atomic: buffers given back */
 static uint64_t n_threads;		/* relaxed atomic: ring threads started */
+static unsigned n_busy;			/* atomic: ring threads serving a request */
 static __thread struct zr_uring_ent *cur;	/* this thread's entry, if a ring thread */
 
 static int sys_setup(unsigned entries, struct io_uring_params *p)
@@ -556,6 +558,26 @@ static int ring_register(struct zr_uring_ent *e)
 	return rc == 2 ? 0 : rc < 0 ? -errno : -EIO;
 }
 
+/*
+ * Before the INIT reply: whether the kernel lets this daemon send FUSE
+ * commands through io_uring at all. A REGISTER refused by io_uring or a
+ * security module (security_uring_cmd()) would not send the kernel back
+ * to /dev/fuse, only one FUSE itself refuses does; so one is sent now,
+ * which FUSE, past those checks, answers EAGAIN while the connection has
+ * no INIT reply. @return 0 when allowed, else what refused it.
+ */
+static int probe(struct zr_uring_ent *e)
+{
+	uint64_t tag;
+	int rc, res;
+
+	sqe_cmd(e, RING_CMD_REGISTER, 0);
+	rc = ring_wait(e, 1, 0, &tag, &res);
+	if (rc)
+		return rc;
+	return res == -EAGAIN ? 0 : res < 0 ? res : -EPROTO;
+}
+
 static void *ring_main(void *arg)
 {
 	struct zr_uring_ent *e = arg;
@@ -578,6 +600,13 @@ static void *ring_main(void *arg)
 		say_stage(e, 1, false);
 		return NULL;
 	}
+	if (e == &ents[0] && (rc = probe(e)) != 0) {
+		zr_log(ZR_LOG_WARNING, "uring: the kernel refuses io_uring commands on /dev/fuse: %s",
+		       strerror(-rc));
+		ring_teardown(e);
+		say_stage(e, 1, false);
+		return NULL;
+	}
 	say_stage(e, 1, true);
 	if (!wait_gate()) {
 		ring_teardown(e);
@@ -592,7 +621,14 @@ static void *ring_main(void *arg)
 		return NULL;
 	}
 	idle_enter(e);
-	say_stage(e, 2, true);
+	/* a REGISTER refused completes at once: its CQE is there already */
+	if (*e->cq_head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
+		struct io_uring_cqe *cqe = &e->cqes[*e->cq_head & *e->cq_mask];
+
+		say_stage(e, 2, !(cqe->user_data == TAG_CMD && cqe->res < 0));
+	} else {
+		say_stage(e, 2, true);
+	}
 	rc = ring_wait(e, 0, 0, &tag, &res);
 	for (;;) {
 		if (rc) {
@@ -632,7 +668,9 @@ static void *ring_main(void *arg)
 		 * only by a later commit, not by an entry registered after it */
 		if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) == 0)
 			grow_queue(e->qid, false);
+		__atomic_add_fetch(&n_busy, 1, __ATOMIC_ACQ_REL);
 		serve(e);
+		__atomic_sub_fetch(&n_busy, 1, __ATOMIC_ACQ_REL);
 		sqe_cmd(e, RING_CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id);
 		idle_enter(e);
 		rc = ring_next(e, 1, &tag, &res);
@@ -757,13 +795,15 @@ static bool grow_queue(unsigned qid, bool wait)
 	struct zr_uring_queue *q = &queues[qid];
 	struct zr_uring_ent *n;
 
+	if (__atomic_load_n(&q->started, __ATOMIC_RELAXED) >= ZR_URING_MAX_PER_QUEUE)
+		return false;	/* (checked again under the lock) */
 	pthread_mutex_lock(&grow_lock);
 	if (stopping || q->started >= ZR_URING_MAX_PER_QUEUE) {
 		pthread_mutex_unlock(&grow_lock);
 		return false;
 	}
 	n = &ents[qid * ZR_URING_MAX_PER_QUEUE + q->started];
-	q->started++;
+	__atomic_store_n(&q->started, q->started + 1, __ATOMIC_RELAXED);
 	if (pthread_create(&n->tid, NULL, ring_main, n) != 0) {
 		pthread_mutex_unlock(&grow_lock);
 		return false;
@@ -802,6 +842,7 @@ uint64_t zr_uring_requests(void)
 
 static void ent_free(struct zr_uring_ent *e)
 {
+	ring_teardown(e);	/* (made by zr_uring_prepare(), no thread started) */
 	if (e->area && e->area != MAP_FAILED)
 		munmap(e->area, ZR_URING_LEAD + e->payload_len);
 	if (e->stage && e->stage != MAP_FAILED)
@@ -812,7 +853,9 @@ static void ent_free(struct zr_uring_ent *e)
 }
 
 /* The number of queues the kernel makes: one per possible CPU (the last
- * number in /sys/devices/system/cpu/possible, plus one). */
+ * number in /sys/devices/system/cpu/possible, plus one), or 0 when that
+ * cannot be read: a queue left without an entry would hold every request
+ * back, so no guess. */
 static unsigned possible_cpus(void)
 {
 	char buf[256];
@@ -829,9 +872,7 @@ static unsigned possible_cpus(void)
 		}
 		fclose(f);
 	}
-	if (n < 1)
-		n = sysconf(_SC_NPROCESSORS_CONF);
-	return n < 1 ? 1 : (unsigned)n;
+	return n < 1 || n > 65536 ? 0 : (unsigned)n;
 }
 
 /* Free what zr_uring_prepare() made, once no thread runs. */
@@ -869,6 +910,8 @@ int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 
 	if (ents)
 		return -EALREADY;
+	if (!ncpu)
+		return -ENOENT;	/* /sys/devices/system/cpu/possible */
 	gate = 0;
 	stopping = false;
 	stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -937,6 +980,31 @@ int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 	return 0;
 }
 
+/*
+ * After the gate opened: wait until each first thread has sent its
+ * REGISTER, and give a queue none of whose first threads could another
+ * thread. A queue still without an entry holds every request made on its
+ * CPU back (the kernel waits for all queues); that is logged as an error.
+ */
+static void check_queues(void)
+{
+	unsigned nq = n_ents / ZR_URING_MAX_PER_QUEUE;
+
+	for (unsigned q = 0; q < nq; q++) {
+		bool ok = false;
+
+		for (unsigned k = 0; k < ZR_URING_PER_QUEUE; k++) {
+			struct zr_uring_ent *e = &ents[q * ZR_URING_MAX_PER_QUEUE + k];
+
+			if (e->started && wait_stage(e, 2))
+				ok = true;
+		}
+		if (!ok && !grow_queue(q, true))
+			zr_log(ZR_LOG_ERR, "uring: queue %u has no entry: requests made on CPU %u wait; unmount",
+			       q, q);
+	}
+}
+
 /**
  * zr_uring_go() - after zr_uring_prepare(): @ok, the kernel has taken the
  * INIT reply that asked for io_uring, and the threads register their
@@ -949,8 +1017,12 @@ void zr_uring_go(bool ok)
 	gate = ok ? 1 : -1;
 	pthread_cond_broadcast(&gate_cond);
 	pthread_mutex_unlock(&gate_lock);
-	if (ok || !ents)
+	if (!ents)
 		return;
+	if (ok) {
+		check_queues();
+		return;
+	}
 	for (unsigned i = 0; i < n_ents; i++)
 		if (ents[i].started)
 			pthread_join(ents[i].tid, NULL);
@@ -960,24 +1032,35 @@ void zr_uring_go(bool ok)
 /**
  * zr_uring_stop() - stop the ring threads and free their buffers. Requests
  * still queued for the rings wait for the unmount, which fails them.
- * A thread still busy after ZR_URING_STOP_MS (its request waits on others
- * that the threads gone would have served, if the mount is still there:
- * the loop ended on a signal) is left to the unmount, which fails its
- * wait; its buffers are then not freed.
+ * The threads serve on for up to ZR_URING_STOP_MS while some of them are
+ * busy (one may wait for a WRITE another is to serve: an lseek, when the
+ * loop ended on a signal with the mount still there), then end at their
+ * next completion. One still busy after another ZR_URING_STOP_MS is left
+ * behind, detached, with its buffers.
+ * @return true when every thread ended (all is freed), false when one was
+ * left behind: the caller must not free the session or the file system.
  */
-void zr_uring_stop(void)
+bool zr_uring_stop(void)
 {
-	uint64_t one = 1;
+	uint64_t one = 1, t0 = zr_now_ms();
 	struct timespec dl;
 	bool all = true;
 
 	if (!ents)
-		return;
+		return true;
 	/* no thread starts after this; those that did see the eventfd set */
 	pthread_mutex_lock(&grow_lock);
 	stopping = true;
 	pthread_mutex_unlock(&grow_lock);
-	zr_uring_go(true);	/* (a gate left closed would hold them) */
+	pthread_mutex_lock(&gate_lock);
+	if (gate == 0) {	/* never opened: the threads just end */
+		gate = -1;
+		pthread_cond_broadcast(&gate_cond);
+	}
+	pthread_mutex_unlock(&gate_lock);
+	while (__atomic_load_n(&n_busy, __ATOMIC_ACQUIRE) > 0 &&
+	       zr_now_ms() - t0 < ZR_URING_STOP_MS)
+		usleep(10000);
 	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
 		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
 	zr_deadline(&dl, CLOCK_REALTIME, ZR_URING_STOP_MS * 1000000ull);
@@ -985,7 +1068,7 @@ void zr_uring_stop(void)
 		if (!ents[i].started)
 			continue;
 		if (pthread_timedjoin_np(ents[i].tid, NULL, &dl) != 0) {
-			zr_log(ZR_LOG_WARNING, "uring: queue %u: a thread is still busy; left to the unmount",
+			zr_log(ZR_LOG_WARNING, "uring: queue %u: a thread is still busy; left behind",
 			       ents[i].qid);
 			pthread_detach(ents[i].tid);
 			all = false;
@@ -994,4 +1077,5 @@ void zr_uring_stop(void)
 	__atomic_store_n(&active, false, __ATOMIC_RELEASE);
 	if (all)
 		free_all();
+	return all;
 }
