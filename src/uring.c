@@ -175,7 +175,7 @@ static struct zr_uring_ent *ents;
 static unsigned n_ents;
 static struct zr_uring_queue *queues;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool stopping;		/* grow_lock: zr_uring_stop() runs */
+static bool stopping;		/* grow_lock (atomic reads): zr_uring_stop() runs */
 
 /* The gate the first threads wait at, ring set up, until the kernel has
  * taken the INIT reply that asks for io_uring: 0 wait, 1 go, -1 give up. */
@@ -779,6 +779,10 @@ bool zr_uring_may_wait(void)
 
 	if (!e)
 		return true;
+	/* at exit the siblings stop at their next completion: none may be
+	 * left to serve the WRITEs (helper-12) */
+	if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
+		return false;
 	if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) > 0)
 		return true;
 	return grow_queue(e->qid, true);
@@ -981,6 +985,35 @@ int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 }
 
 /*
+ * Send the kernel back to /dev/fuse while the rings are not ready: a
+ * REGISTER that FUSE itself refuses (a queue number past its queues) does
+ * that, from a ring of this thread's own. Requests then no longer wait for
+ * a queue that will get no entry.
+ */
+static void fall_back(void)
+{
+	struct zr_uring_ent t;
+	uint64_t tag;
+	int res = 0;
+
+	memset(&t, 0, sizeof(t));
+	t.fs = ents[0].fs;
+	t.ring_fd = -1;
+	t.iov[0] = ents[0].iov[0];
+	t.iov[1] = ents[0].iov[1];
+	t.qid = 0xffff;
+	if (ring_setup(&t, false) != 0) {
+		zr_log(ZR_LOG_ERR, "uring: cannot send the kernel back to /dev/fuse: requests wait; unmount");
+		return;
+	}
+	sqe_cmd(&t, RING_CMD_REGISTER, 0);
+	if (ring_wait(&t, 1, 0, &tag, &res) != 0 || res != -EINVAL)
+		zr_log(ZR_LOG_ERR, "uring: the kernel did not go back to /dev/fuse (%d): requests wait; unmount",
+		       res);
+	ring_teardown(&t);
+}
+
+/*
  * After the gate opened: wait until each first thread has sent its
  * REGISTER, and give a queue none of whose first threads could another
  * thread. A queue still without an entry holds every request made on its
@@ -999,9 +1032,11 @@ static void check_queues(void)
 			if (e->started && wait_stage(e, 2))
 				ok = true;
 		}
-		if (!ok && !grow_queue(q, true))
-			zr_log(ZR_LOG_ERR, "uring: queue %u has no entry: requests made on CPU %u wait; unmount",
-			       q, q);
+		if (!ok && !grow_queue(q, true)) {
+			zr_log(ZR_LOG_ERR, "uring: queue %u has no entry: back to /dev/fuse", q);
+			fall_back();
+			return;
+		}
 	}
 }
 
@@ -1050,7 +1085,7 @@ bool zr_uring_stop(void)
 		return true;
 	/* no thread starts after this; those that did see the eventfd set */
 	pthread_mutex_lock(&grow_lock);
-	stopping = true;
+	__atomic_store_n(&stopping, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&grow_lock);
 	pthread_mutex_lock(&gate_lock);
 	if (gate == 0) {	/* never opened: the threads just end */
