@@ -19,7 +19,11 @@
  * (set_read_ahead()), as the kernel would otherwise clamp it to 128 KiB.
  *
  * Every request read is noted for the CPU latency request (cpulat.c) and,
- * as the time of the last request, for idle recompression (data.c).
+ * as the time of the last request, for idle recompression (data.c)
+ * (zr_session_note_request(), which uring.c's rings call too). With
+ * uring=on the INIT reply may ask for FUSE over io_uring (want_uring()),
+ * and the writev hook hands replies to requests that came through a ring
+ * to uring.c.
  *
  * Busy polling (busy_poll=US). A request whose daemon thread sleeps in
  * read(2) costs two wake-ups: the daemon's, then the caller's. With

@@ -184,7 +184,6 @@ static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static int gate;		/* gate_lock */
 
 static bool grow_queue(unsigned qid, bool wait);
-static void check_queues(void);
 static int stop_fd = -1;
 static bool active;			/* atomic: entries registered */
 static uint64_t n_requests;		/* relaxed atomic: requests served */
