@@ -441,6 +441,12 @@ int zr_data_ghost_init(struct zr_fs *fs, uint64_t budget);
 void zr_data_ghost_free(struct zr_fs *fs);
 
 /* session.c */
+/* An idle request thread's buffers (session.c's for /dev/fuse, uring.c's
+ * rings) go back after this long without a request (ms), if requests or
+ * replies filled at least ZR_TRIM_MIN of them since they last went back. */
+#define ZR_TRIM_IDLE_MS 1000
+#define ZR_TRIM_MIN (64u * 1024u)
+
 int zr_session_hook(struct zr_fs *fs);
 void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n);
 

@@ -114,11 +114,6 @@ static __thread bool in_turn;	/* serving a request in the leader's turn */
 static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
-/* An idle thread's buffer goes back after this long without a request (ms),
- * if requests filled at least ZR_TRIM_MIN of it since it last went back. */
-#define ZR_TRIM_IDLE_MS 1000
-#define ZR_TRIM_MIN (64u * 1024u)
-
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */

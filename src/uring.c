@@ -62,9 +62,10 @@
  * Locking: the entries array (ents, n_ents, queues) is written by
  * zr_uring_prepare() before any thread starts and freed after all joined.
  * Each entry's ring and buffers belong to its thread; unique (the request
- * the entry holds, 0 none) is an atomic the writev hook reads; replied,
- * reply_len, staged and the thread's start stage are protected by the
- * entry's lock. grow_lock protects each queue's started count, each
+ * the entry holds, 0 none) is an atomic the writev hook reads, and what
+ * zr_uring_stop() waits on; replied, reply_len and staged are reset by the
+ * owner before it publishes unique (release), then written under the
+ * entry's lock, which also protects the thread's start stage. grow_lock protects each queue's started count, each
  * entry's started flag and stopping; a queue's idle count is an atomic.
  * gate_lock protects gate.
  */
@@ -119,11 +120,6 @@ struct ring_cmd_req {			/* struct fuse_uring_cmd_req, in the SQE */
 #define ZR_URING_MAX_PER_QUEUE 8	/* and may grow to (zr_uring_may_wait()) */
 #define ZR_URING_LEAD 4096		/* room before the payload for the headers */
 #define ZR_URING_STOP_MS 5000		/* zr_uring_stop() waits this long at most */
-/* As session.c does for /dev/fuse's buffers: the buffers' pages go back
- * after this long without a request (ms), if requests or replies filled
- * at least ZR_TRIM_MIN of them since they last went back. */
-#define ZR_TRIM_IDLE_MS 1000
-#define ZR_TRIM_MIN (64u * 1024u)
 #define TAG_CMD 1
 #define TAG_STOP 2
 
@@ -189,7 +185,6 @@ static bool active;			/* atomic: entries registered */
 static uint64_t n_requests;		/* relaxed atomic: requests served */
 static uint64_t n_trims;		/* relaxed atomic: buffers given back */
 static uint64_t n_threads;		/* relaxed atomic: ring threads started */
-static unsigned n_busy;			/* atomic: ring threads serving a request */
 static __thread struct zr_uring_ent *cur;	/* this thread's entry, if a ring thread */
 
 static int sys_setup(unsigned entries, struct io_uring_params *p)
@@ -446,11 +441,11 @@ static void serve(struct zr_uring_ent *e)
 	memcpy(msg, &in, sizeof(in));
 	memcpy(msg + sizeof(in), e->hdr->op_in, hsz);
 	e->req_payload = psz;
-	pthread_mutex_lock(&e->lock);
+	/* (no reply can reach the entry before unique says it holds this
+	 * request: the release store publishes these) */
 	e->replied = false;
 	e->staged = false;
 	e->reply_len = 0;
-	pthread_mutex_unlock(&e->lock);
 	__atomic_store_n(&e->unique, in.unique, __ATOMIC_RELEASE);
 
 	zr_session_note_request(e->fs, msg, in.len);
@@ -667,9 +662,7 @@ static void *ring_main(void *arg)
 		 * only by a later commit, not by an entry registered after it */
 		if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) == 0)
 			grow_queue(e->qid, false);
-		__atomic_add_fetch(&n_busy, 1, __ATOMIC_ACQ_REL);
 		serve(e);
-		__atomic_sub_fetch(&n_busy, 1, __ATOMIC_ACQ_REL);
 		sqe_cmd(e, RING_CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id);
 		idle_enter(e);
 		rc = ring_next(e, 1, &tag, &res);
@@ -1063,6 +1056,15 @@ void zr_uring_go(bool ok)
 	free_all();
 }
 
+/* Whether a ring thread is serving a request (its entry holds one). */
+static bool any_busy(void)
+{
+	for (unsigned i = 0; i < n_ents; i++)
+		if (__atomic_load_n(&ents[i].unique, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
+
 /**
  * zr_uring_stop() - stop the ring threads and free their buffers. Requests
  * still queued for the rings wait for the unmount, which fails them.
@@ -1092,8 +1094,7 @@ bool zr_uring_stop(void)
 		pthread_cond_broadcast(&gate_cond);
 	}
 	pthread_mutex_unlock(&gate_lock);
-	while (__atomic_load_n(&n_busy, __ATOMIC_ACQUIRE) > 0 &&
-	       zr_now_ms() - t0 < ZR_URING_STOP_MS)
+	while (any_busy() && zr_now_ms() - t0 < ZR_URING_STOP_MS)
 		usleep(10000);
 	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
 		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
