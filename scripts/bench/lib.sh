@@ -22,7 +22,9 @@
 # Environment: ZRAMFS (the daemon; default: the build tree's src/zramfs
 # next to this source tree, else zramfs in PATH), BENCH_CACHE (where the
 # generated input data is kept between runs, default /var/tmp/zrbench-cache),
-# ZRAMFS_OPTS (extra -o options for every zramfs system), BENCH_DISK (the
+# ZRAMFS_OPTS (extra -o options for every zramfs system), BENCH_ADD_SYSTEMS
+# (systems added to each script's defaults when --systems is not given, e.g.
+# zramfs-uring for a run_all.sh whose tables and targets show it), BENCH_DISK (the
 # directory on the disk that holds the plain system, zramfs backing
 # directories and the scripts' scratch files; default /var/tmp.  On a root
 # filesystem aged by millions of creates and deletes, point it at a fresh
@@ -108,7 +110,14 @@ bench_init() {
 	done
 	[ "$(id -u)" = 0 ] || die "needs root (mounts, drop_caches, zram, cgroups)"
 	[ "$QUICK" = 1 ] && RUNS=1
-	: "${SYSTEMS:=$def_systems}"
+	if [ -z "$SYSTEMS" ]; then
+		SYSTEMS=$def_systems
+		local add adds=${BENCH_ADD_SYSTEMS:-}
+		for add in ${adds//,/ }; do
+			case ",$ALL_SYSTEMS," in *",$add,"*) ;; *) die "BENCH_ADD_SYSTEMS: unknown system '$add'" ;; esac
+			case ",$SYSTEMS," in *",$add,"*) ;; *) SYSTEMS+=",$add" ;; esac
+		done
+	fi
 	: "${OUT:=./bench-out}"
 	if [ -z "$TIMEOUT" ]; then
 		if [ "$QUICK" = 1 ]; then TIMEOUT=$quick_to; else TIMEOUT=$full_to; fi

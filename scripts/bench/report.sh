@@ -16,6 +16,8 @@ out=$1 md=$2 plots=$3 note=${4:-}
 mkdir -p "$plots"
 rel=$(realpath --relative-to="$(dirname "$md")" "$plots")
 have() { [ -s "$out/$1" ]; }
+# uring: whether any result is of zramfs-uring (it gets a column of targets)
+uring() { awk -F'\t' '$1 == "zramfs-uring" { f = 1 } END { exit !f }' "$out"/*.tsv 2>/dev/null; }
 secnote() { if [ -s "$out/$1.note" ]; then cat "$out/$1.note"; echo; fi; }
 from() { echo "\`scripts/bench/$1.sh\`$([ -s "$out/$1.from" ] && echo " ($(cat "$out/$1.from"))")"; }
 
@@ -73,7 +75,10 @@ echo "Systems: **tmpfs**; **plain**, a directory in ${disk:-/var/tmp on the root
 echo "**zram**, kernel zram0 with lz4 and ext4; **zramfs** with its defaults"
 echo "(lz4, 64 KiB blocks, writeback); **zramfs-none**, \`cache=none\` (FUSE"
 echo "alone); **zramfs-zstd** (\`comp=zstd\`), **zramfs-16k** (\`block_size=16k\`)"
-echo "and **zramfs-noxattr** (\`xattr=off\`)."
+echo "and **zramfs-noxattr** (\`xattr=off\`)$(uring && echo "; **zramfs-uring** (\`uring=on\`:
+requests through FUSE over io_uring, the fuse module's \`enable_uring\` set
+for the run; not in the scripts' defaults, added with
+\`BENCH_ADD_SYSTEMS=zramfs-uring\`)")."
 echo "Each figure is the median of the runs given in the machine block's run"
 echo "line; \"×zram\" and \"×plain\" are ratios to those systems in the same run."
 echo
@@ -207,36 +212,63 @@ fi
 
 echo "## Targets (issue 4)"
 echo
-echo "| target | figure | met | from |"
-echo "|---|---|---|---|"
-tgt() { # NAME VALUE OP THRESHOLD SCRIPT
-	local ok=–
-	[ -n "$2" ] && [ "$2" != "–" ] && ok=$(awk -v v="$2" -v t="$4" -v op="$3" 'BEGIN { r = (op == ">=") ? v >= t : v <= t; print r ? "yes" : "**no**" }')
-	echo "| $1 $3 $4 | ${2:-–} | $ok | $(from "$5") |"
+# targets SYS: one line per target, "name<TAB>op<TAB>threshold<TAB>figure<TAB>script",
+# the figure of SYS as a ratio to the reference system of the same run
+targets() {
+	local z=$1 bs jj t
+	if have dd_sweep.tsv; then
+		for bs in 64 4096 1048576; do
+			t=1.5; [ "$bs" = 64 ] && t=1.0
+			printf '%s\t>=\t%s\t%s\tdd_sweep\n' "$(hbs $bs) writes ×zram" $t "$(ratio3 "$(val dd_sweep.tsv "system=$z,bs=$bs" write_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" write_MBps)")"
+		done
+		for bs in 65536 1048576; do
+			printf '%s\t>=\t1.0\t%s\tdd_sweep\n' "$(hbs $bs) cold reads ×zram" "$(ratio3 "$(val dd_sweep.tsv "system=$z,bs=$bs" read_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" read_MBps)")"
+		done
+	fi
+	if have stream.tsv; then
+		printf '%s\t>=\t0.95\t%s\tstream\n' "random stream ×plain" "$(ratio3 "$(val stream.tsv system=$z,data=random write_MBps)" "$(val stream.tsv system=plain,data=random write_MBps)")"
+		printf '%s\t>=\t1.0\t%s\tstream\n' "zero stream ×zram" "$(ratio3 "$(val stream.tsv system=$z,data=zero write_MBps)" "$(val stream.tsv system=zram,data=zero write_MBps)")"
+	fi
+	if have small_files.tsv; then
+		printf '%s\t<=\t2.0\t%s\tsmall_files\n' "untar 10k files, time ×zram" "$(ratio3 "$(val small_files.tsv system=$z,files=10000 untar_secs)" "$(val small_files.tsv system=zram,files=10000 untar_secs)")"
+	fi
+	if have ram_per_byte.tsv; then
+		printf '%s\t<=\t0.30\t%s\tram_per_byte\n' "RAM per stored byte" "$(val ram_per_byte.tsv system=$z ram_per_byte)"
+	fi
+	if have build.tsv; then
+		for jj in $(awk -F'\t' '$1 == "plain" && $2 == "pressure" { print $3 }' "$out/build.tsv"); do
+			printf '%s\t<=\t0.70\t%s\tbuild\n' "build -j$jj under pressure, time ×plain" "$(ratio3 "$(val build.tsv "system=$z,mode=pressure,jobs=$jj" secs)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" secs)")"
+			printf '%s\t<=\t0.50\t%s\tbuild\n' "build -j$jj under pressure, disk bytes ×plain" "$(ratio3 "$(val build.tsv "system=$z,mode=pressure,jobs=$jj" disk_bytes)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" disk_bytes)")"
+		done
+		printf '%s\t<=\t1.05\t%s\tbuild\n' "build when it fits, time ×tmpfs" "$(ratio3 "$(val build.tsv system=$z,mode=fits,jobs=2 secs)" "$(val build.tsv system=tmpfs,mode=fits,jobs=2 secs)")"
+	fi
 }
-if have dd_sweep.tsv; then
-	for bs in 64 4096 1048576; do
-		t=1.5; [ "$bs" = 64 ] && t=1.0
-		tgt "$(hbs $bs) writes ×zram" "$(ratio3 "$(val dd_sweep.tsv "system=zramfs,bs=$bs" write_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" write_MBps)")" ">=" $t dd_sweep
-	done
-	for bs in 65536 1048576; do
-		tgt "$(hbs $bs) cold reads ×zram" "$(ratio3 "$(val dd_sweep.tsv "system=zramfs,bs=$bs" read_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" read_MBps)")" ">=" 1.0 dd_sweep
-	done
+# met OP THRESHOLD FIGURE: yes, **no**, or – when there is no figure
+met() {
+	case $3 in "" | – | NA) echo –; return ;; esac
+	awk -v v="$3" -v t="$2" -v op="$1" 'BEGIN { r = (op == ">=") ? v >= t : v <= t; print r ? "yes" : "**no**" }'
+}
+if uring; then
+	echo "The targets are for zramfs with its defaults; the figures of"
+	echo "zramfs-uring (\`uring=on\`, not a default: it needs the fuse module's"
+	echo "\`enable_uring\`) are beside them."
+	echo
+	echo "| target | figure | met | uring=on | met | from |"
+	echo "|---|---|---|---|---|---|"
+else
+	echo "| target | figure | met | from |"
+	echo "|---|---|---|---|"
 fi
-if have stream.tsv; then
-	tgt "random stream ×plain" "$(ratio3 "$(val stream.tsv system=zramfs,data=random write_MBps)" "$(val stream.tsv system=plain,data=random write_MBps)")" ">=" 0.95 stream
-	tgt "zero stream ×zram" "$(ratio3 "$(val stream.tsv system=zramfs,data=zero write_MBps)" "$(val stream.tsv system=zram,data=zero write_MBps)")" ">=" 1.0 stream
-fi
-if have small_files.tsv; then tgt "untar 10k files, time ×zram" "$(ratio3 "$(val small_files.tsv system=zramfs,files=10000 untar_secs)" "$(val small_files.tsv system=zram,files=10000 untar_secs)")" "<=" 2.0 small_files; fi
-if have ram_per_byte.tsv; then tgt "RAM per stored byte" "$(val ram_per_byte.tsv system=zramfs ram_per_byte)" "<=" 0.30 ram_per_byte; fi
-if have build.tsv; then
-	j=$(awk -F'\t' '$2 == "pressure" { j = $3 } END { print j }' "$out/build.tsv")
-	for jj in $(awk -F'\t' '$1 == "zramfs" && $2 == "pressure" { print $3 }' "$out/build.tsv"); do
-		tgt "build -j$jj under pressure, time ×plain" "$(ratio3 "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" secs)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" secs)")" "<=" 0.70 build
-		tgt "build -j$jj under pressure, disk bytes ×plain" "$(ratio3 "$(val build.tsv "system=zramfs,mode=pressure,jobs=$jj" disk_bytes)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" disk_bytes)")" "<=" 0.50 build
+targets zramfs >"$tmp/t.zramfs"
+if uring; then
+	targets zramfs-uring | cut -f4 >"$tmp/t.uring"
+	paste "$tmp/t.zramfs" "$tmp/t.uring" | while IFS=$'\t' read -r n op th v src u; do
+		echo "| $n $op $th | ${v:-–} | $(met "$op" "$th" "$v") | ${u:-–} | $(met "$op" "$th" "$u") | $(from "$src") |"
 	done
-	: "$j"
-	tgt "build when it fits, time ×tmpfs" "$(ratio3 "$(val build.tsv system=zramfs,mode=fits,jobs=2 secs)" "$(val build.tsv system=tmpfs,mode=fits,jobs=2 secs)")" "<=" 1.05 build
+else
+	while IFS=$'\t' read -r n op th v src; do
+		echo "| $n $op $th | ${v:-–} | $(met "$op" "$th" "$v") | $(from "$src") |"
+	done <"$tmp/t.zramfs"
 fi
 echo
 } >"$md"
