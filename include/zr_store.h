@@ -52,7 +52,8 @@ struct zr_store_ops {
 	 * Write @nblocks consecutive blocks, first index @index, of the file
 	 * whose owner pointer is @owner; @buf holds nblocks * block_size
 	 * bytes (the last block may extend past EOF: clip it). Called with no
-	 * store lock held, but with the file's I/O mutex held.
+	 * store lock held, but with the file's I/O mutex held (which keeps
+	 * @owner from zr_file_detach()).
 	 * Return 0 or -errno; on error the blocks stay dirty.
 	 */
 	int (*writeback)(void *ctx, void *owner, uint64_t index,
@@ -61,8 +62,9 @@ struct zr_store_ops {
 	 * Optional: whether the dirty blocks of @owner's file are written
 	 * back once older than expire_ms (zr_store_writeback_expired). A file
 	 * whose data may never be needed on disk (deleted, still open) says
-	 * no; reclaim and the other writebacks still take it. Called with no
-	 * store lock held.
+	 * no; reclaim and the other writebacks still take it. Called with the
+	 * file's lock held (what keeps @owner from zr_file_detach()): it must
+	 * not block or call into the store.
 	 */
 	bool (*may_expire)(void *ctx, void *owner);
 };
@@ -310,6 +312,16 @@ void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p);
  * both. A block dropped while its writeback is in flight is not revived.
  */
 void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count);
+
+/**
+ * zr_file_detach() - @f's owner is about to be freed while others (a
+ * writeback of every file, the expiry walk, reclaim) may still hold
+ * references to @f: every block goes, dirty ones included, and the store
+ * never passes the owner to its callbacks again. Waits for a writeback of
+ * @f in flight (takes the I/O mutex, then the file's lock), so its callback
+ * is done with the owner when this returns. Caller holds neither.
+ */
+void zr_file_detach(struct zr_file *f);
 
 /**
  * zr_file_writeback() - write back every dirty block of the file, adjacent

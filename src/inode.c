@@ -635,11 +635,21 @@ void zr_inode_ref(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_unlock(&fs->itable_lock);
 }
 
-/* Free the names, fd and blocks of an inode no longer in the table. */
+/*
+ * Free the names, fd and blocks of an inode no longer in the table. Its
+ * blocks go, dirty ones included: an inode freed with dirty blocks is one
+ * whose file left the backing tree (unhashed), so they have no home. The
+ * store may still hold the file (a writeback of every file, the expiry
+ * walk, reclaim): zr_file_detach() waits for a writeback of it in flight,
+ * so that none uses @ino once it is freed. Caller holds no lock a
+ * writeback callback takes (fd_lock, ns_lock, attr_lock, itable_lock).
+ */
 static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 {
 	struct zr_alias *a, *next;
 
+	if (ino->blocks)
+		zr_file_detach(ino->blocks);
 	for (a = ino->aliases; a; a = next) {
 		next = a->next;
 		if (a->parent)
@@ -954,14 +964,17 @@ void zr_fs_sweep(struct zr_fs *fs)
 	pthread_mutex_lock(&fs->itable_lock);
 	for (ino = fs->kept; ino; ino = next) {
 		next = ino->kept_next;
-		if (ino->refs > 0 || ino->unhashed) {
-			/* (an unhashed one the sweep never freed: it may
-			 * hold dirty blocks that a writeback by a ctl
-			 * command is writing) */
+		if (ino->refs > 0) {
 			kept_del(fs, ino);
 		} else if (!inode_keep(ino)) {
+			/* (unhashed too: a lookup found its number reused
+			 * by another kind of file; inode_free() drops its
+			 * blocks once no writeback uses them) */
 			kept_del(fs, ino);
-			HASH_DEL(fs->inodes, ino);
+			if (ino->unhashed)
+				HASH_DEL(fs->dead, ino);
+			else
+				HASH_DEL(fs->inodes, ino);
 			ino->hh.next = freelist;	/* hh is free after HASH_DEL */
 			freelist = ino;
 		}

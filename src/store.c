@@ -109,7 +109,10 @@ struct zr_inner {
 
 struct zr_file {
 	struct zr_store *st;		/* immutable */
-	void *owner;			/* immutable, passed to ops->writeback */
+	void *owner;			/* immutable, passed to the ops until
+					 * detached */
+	bool detached;			/* io_lock and lock to set: the owner
+					 * may be gone (zr_file_detach()) */
 	unsigned refs;			/* atomic */
 	pthread_mutex_t io_lock;	/* serializes writeback of this file */
 	pthread_mutex_t lock;		/* protects everything below but the atomics */
@@ -1409,6 +1412,16 @@ void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count)
 	pthread_mutex_unlock(&f->lock);
 }
 
+void zr_file_detach(struct zr_file *f)
+{
+	pthread_mutex_lock(&f->io_lock);
+	zr_file_drop(f, 0, UINT64_MAX);
+	pthread_mutex_lock(&f->lock);
+	f->detached = true;
+	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->io_lock);
+}
+
 int zr_file_next_present(struct zr_file *f, uint64_t from, uint64_t *index)
 {
 	int found;
@@ -1494,10 +1507,12 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 	unsigned maxn = ZR_MAX(WB_RUN_BYTES / bs, 1u), n = 0, i;
 	uint64_t start = *pos, idx;
 	struct zr_slot *s;
+	bool detached;
 	int rc = 0;
 
 	*found = false;
 	pthread_mutex_lock(&f->lock);
+	detached = f->detached;	/* (cannot change while we hold io_lock) */
 	if (back) {
 		if (!wb_ready(lookup_present(f, start), flags)) {
 			pthread_mutex_unlock(&f->lock);
@@ -1548,8 +1563,11 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 	pthread_mutex_unlock(&f->lock);
 	*found = true;
 
-	rc = st->ops.writeback ? st->ops.writeback(st->ops_ctx, f->owner, start, n, buf)
-			       : -EIO;
+	if (detached)
+		rc = 0;	/* (cannot be: a detached file holds no block) nowhere to go */
+	else
+		rc = st->ops.writeback ? st->ops.writeback(st->ops_ctx, f->owner, start, n, buf)
+				       : -EIO;
 
 	pthread_mutex_lock(&f->lock);
 	for (i = 0; i < n; i++) {
@@ -1688,7 +1706,7 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
  */
 static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint8_t **buf)
 {
-	bool dirty;
+	bool dirty, expire;
 	int rc = 0;
 
 	pthread_mutex_lock(&f->lock);
@@ -1699,8 +1717,11 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
 		dirty_unlink(st, f);
 		pthread_mutex_unlock(&st->dirty_lock);
 	}
+	/* (under f->lock, the owner cannot be freed: zr_file_detach()) */
+	expire = dirty && !f->detached &&
+		 (!st->ops.may_expire || st->ops.may_expire(st->ops_ctx, f->owner));
 	pthread_mutex_unlock(&f->lock);
-	if (!dirty || (st->ops.may_expire && !st->ops.may_expire(st->ops_ctx, f->owner)))
+	if (!expire)
 		return 0;
 	rc = file_writeback(f, ZR_WB_ALL, buf);
 	if (rc)

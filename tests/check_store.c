@@ -47,6 +47,9 @@ struct rec {
 	void *no_expire;
 	/* Optional: write this file back (once) from inside the next call. */
 	struct zr_file *wb_other;
+	/* Optional (atomics): while hold is set, a call sets entered and
+	 * waits; owner_alive is what *owner held when it returned. */
+	int hold, entered, owner_alive;
 };
 
 static int rec_writeback(void *ctx, void *owner, uint64_t index,
@@ -60,6 +63,13 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 		r->call[r->ncalls].n = nblocks;
 	}
 	r->ncalls++;
+	if (__atomic_load_n(&r->hold, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&r->entered, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&r->hold, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		/* the owner must still be alive (a detach waits for us) */
+		__atomic_store_n(&r->owner_alive, *(volatile int *)owner, __ATOMIC_RELEASE);
+	}
 	if (r->wb_other) {
 		struct zr_file *o = r->wb_other;
 
@@ -1482,6 +1492,119 @@ START_TEST(test_drop)
 }
 END_TEST
 
+/*
+ * zr_file_detach(): the owner of a file that a writeback of every file holds
+ * is freed. Its blocks go, dirty ones too, and no callback gets the owner
+ * again, though the file lives on; a writeback in flight is waited for.
+ */
+START_TEST(test_detach)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	int *owner = xmalloc(sizeof(*owner)), *owner2 = xmalloc(sizeof(*owner2));
+	struct zr_file *f, *g;
+	struct zr_stats s;
+
+	*owner = 1;
+	*owner2 = 2;
+	ck_assert_int_eq(zr_file_create(st, owner, &f), 0);
+	ck_assert_int_eq(zr_file_create(st, owner2, &g), 0);
+	for (uint64_t i = 0; i < 4; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_int_eq(zr_file_write(g, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	zr_file_get(f);			/* as file_iter() holds it */
+	zr_file_detach(f);
+	free(owner);			/* as inode_free() does next */
+	ck_assert_uint_eq(zr_file_nblocks(f), 0);
+	ck_assert(!zr_file_dirty(f));
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	ck_assert_uint_eq(r.ncalls, 1);	/* g's run, not f's */
+	ck_assert_ptr_eq(r.call[0].owner, owner2);
+	zr_file_put(f);
+	zr_file_put(f);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(s.files, 1);
+	zr_file_put(g);
+	zr_store_destroy(st);
+	free(owner2);
+	free(in);
+}
+END_TEST
+
+struct wb_all_arg {
+	struct zr_store *st;
+	int rc;
+};
+
+static void *wb_all_run(void *arg)
+{
+	struct wb_all_arg *a = arg;
+
+	a->rc = zr_store_writeback_all(a->st, ZR_WB_ALL);
+	return NULL;
+}
+
+struct detach_arg {
+	struct zr_file *f;
+	int done;
+};
+
+static void *detach_run(void *arg)
+{
+	struct detach_arg *a = arg;
+
+	zr_file_detach(a->f);
+	__atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A detach while the file's writeback callback runs returns only after it. */
+START_TEST(test_detach_waits)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	int *owner = xmalloc(sizeof(*owner));
+	struct wb_all_arg wa = { .st = st };
+	struct detach_arg da;
+	pthread_t wt, dt;
+	struct zr_file *f;
+
+	*owner = 7;
+	ck_assert_int_eq(zr_file_create(st, owner, &f), 0);
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	ck_assert_int_eq(zr_file_write(f, 0, in, ZR_WRITE_DIRTY), 0);
+	__atomic_store_n(&r.hold, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_create(&wt, NULL, wb_all_run, &wa), 0);
+	while (!__atomic_load_n(&r.entered, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	da.f = f;
+	da.done = 0;
+	ck_assert_int_eq(pthread_create(&dt, NULL, detach_run, &da), 0);
+	usleep(100 * 1000);
+	ck_assert_int_eq(__atomic_load_n(&da.done, __ATOMIC_ACQUIRE), 0);
+	__atomic_store_n(&r.hold, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(dt, NULL), 0);
+	*owner = 0;			/* freed, as far as the callback knows */
+	ck_assert_int_eq(pthread_join(wt, NULL), 0);
+	ck_assert_int_eq(wa.rc, 0);
+	ck_assert_int_eq(__atomic_load_n(&r.owner_alive, __ATOMIC_ACQUIRE), 7);
+	ck_assert_uint_eq(r.ncalls, 1);
+	ck_assert_uint_eq(zr_file_nblocks(f), 0);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(owner);
+	free(in);
+}
+END_TEST
+
 /* Adjacent dirty blocks go out in one call, at most 1 MiB per call. */
 START_TEST(test_writeback_runs)
 {
@@ -2364,6 +2487,8 @@ static Suite *store_suite(void)
 	tc = tcase_create("writeback");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_writeback_runs);
+	tcase_add_test(tc, test_detach);
+	tcase_add_test(tc, test_detach_waits);
 	tcase_add_test(tc, test_writeback_error);
 	tcase_add_test(tc, test_rewrite_under_writeback);
 	tcase_add_test(tc, test_writeback_flags);
