@@ -461,6 +461,8 @@ bool zr_uring_active(void);
 uint64_t zr_uring_requests(void);
 uint64_t zr_uring_trims(void);
 uint64_t zr_uring_threads(void);
+bool zr_uring_sched_idle(void);
+uint64_t zr_uring_sched_switches(void);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */

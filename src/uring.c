@@ -72,6 +72,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <linux/io_uring.h>
 #include <poll.h>
@@ -150,6 +151,8 @@ struct zr_uring_ent {
 
 	uint64_t unique;		/* atomic: request held, 0 none */
 	uint32_t req_payload;		/* its payload bytes (owner only) */
+	int os_tid;			/* atomic: its thread's kernel id, 0 none
+					 * yet (sched_main() sets its policy) */
 	bool big;			/* owner only: the buffers took ZR_TRIM_MIN
 					 * or more since they last went back */
 	bool counted_idle;		/* owner only: counted in its queue's idle */
@@ -572,6 +575,263 @@ static int probe(struct zr_uring_ent *e)
 	return res == -EAGAIN ? 0 : res < 0 ? res : -EPROTO;
 }
 
+/*
+ * The ring threads' scheduling class (sched_main()). A request's caller
+ * sleeps on its CPU, and the ring thread pinned there serves it; the reply
+ * wakes the caller while the ring thread still runs, so the scheduler moves
+ * the caller to the other CPU if it is idle, and its next request goes to
+ * the queue there (in some periods of the host a lone loop of open, fstat,
+ * read and close took 28-32 us an iteration so, against 16-17 through
+ * /dev/fuse). At SCHED_IDLE a ring thread does not count as running, so
+ * the caller stays, and takes the CPU back at once; but a pinned
+ * SCHED_IDLE thread gets almost nothing of a CPU that compilers keep busy,
+ * and the requests wait. So sched_main() switches:
+ *  - at SCHED_IDLE, when in a period the ring threads waited to run
+ *    (their run_delay in /proc/self/task/TID/schedstat) more than
+ *    ZR_SCHED_STARVED_NS per request served, back to SCHED_OTHER;
+ *  - at SCHED_OTHER, once the CPUs were idle ZR_SCHED_IDLE_PCT of the time
+ *    over ZR_SCHED_LOOK_MS (/proc/stat: then an idle thread finds its CPU
+ *    free), and at least a dwell time after the last switch back, to
+ *    SCHED_IDLE. The dwell doubles (up to ZR_SCHED_DWELL_MAX_MS) each time
+ *    SCHED_IDLE lasts less than a second, and starts again from
+ *    ZR_SCHED_DWELL_MIN_MS once it lasted longer.
+ * After ZR_SCHED_QUIET_END_MS without a request they go back to
+ * SCHED_OTHER, so that the next burst starts there. The period is
+ * ZR_SCHED_PERIOD_MS while requests come or the threads are at SCHED_IDLE,
+ * else ZR_SCHED_QUIET_MS. Without /proc/stat, or when a thread may not go
+ * back from SCHED_IDLE (RLIMIT_NICE), the threads stay at SCHED_OTHER.
+ */
+#define ZR_SCHED_PERIOD_MS 10		/* while requests come */
+#define ZR_SCHED_QUIET_MS 100		/* while none come (at SCHED_OTHER) */
+#define ZR_SCHED_QUIET_END_MS 1000	/* none for this long: back to SCHED_OTHER */
+#define ZR_SCHED_STARVED_NS 50000
+#define ZR_SCHED_IDLE_PCT 25
+#define ZR_SCHED_LOOK_MS 100
+#define ZR_SCHED_DWELL_MIN_MS 500
+#define ZR_SCHED_DWELL_MAX_MS 8000
+
+static bool sched_idle;			/* atomic: the ring threads are at SCHED_IDLE */
+static uint64_t n_sched_switches;	/* relaxed atomic: switches either way */
+static pthread_mutex_t sched_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sched_cond;	/* (CLOCK_MONOTONIC) */
+static bool sched_stop;			/* sched_lock */
+static bool sched_started;		/* main thread only: sched_tid is to join */
+static pthread_t sched_tid;
+
+/* Put the thread @tid (0: the caller) at SCHED_IDLE or back at SCHED_OTHER.
+ * @return 0 or -errno. */
+static int set_class(int tid, bool idle)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+
+	return sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) ? -errno : 0;
+}
+
+/* Every ring thread that has said its id to @idle (new ones read sched_idle
+ * after they publish their id, this stores it before it looks: each thread
+ * ends up right either way). */
+static void set_all(bool idle)
+{
+	__atomic_store_n(&sched_idle, idle, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&n_sched_switches, 1, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < n_ents; i++) {
+		int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_SEQ_CST);
+
+		if (tid > 0)
+			(void)set_class(tid, idle);	/* (ESRCH: it ended) */
+	}
+}
+
+/* The run_delay (ns) of the ring thread @tid, through its schedstat file,
+ * opened in *@fd on first use. @return false if it cannot be read. */
+static bool run_delay(int tid, int *fd, uint64_t *ns)
+{
+	char buf[96];
+	unsigned long long a, b;
+	ssize_t n;
+
+	if (*fd < 0) {
+		snprintf(buf, sizeof(buf), "/proc/self/task/%d/schedstat", tid);
+		*fd = open(buf, O_RDONLY | O_CLOEXEC);
+		if (*fd < 0)
+			return false;
+	}
+	n = pread(*fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	if (sscanf(buf, "%llu %llu", &a, &b) != 2)
+		return false;
+	*ns = b;
+	return true;
+}
+
+/* The CPUs' idle and total time so far (USER_HZ ticks) from /proc/stat's
+ * first line, read through @fd. @return false if it cannot be read. */
+static bool cpu_times(int fd, uint64_t *idle, uint64_t *total)
+{
+	char buf[256];
+	unsigned long long v[8] = { 0 };
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
+		return false;
+	*idle = v[3] + v[4];
+	*total = 0;
+	for (unsigned i = 0; i < 8; i++)
+		*total += v[i];
+	return true;
+}
+
+static void *sched_main(void *arg)
+{
+	int *fds = calloc(n_ents, sizeof(*fds)), stat_fd;
+	uint64_t *prev = calloc(n_ents, sizeof(*prev));
+	uint64_t last_req = 0, t_switch = zr_now_ms(), t_req = t_switch;
+	uint64_t dwell = ZR_SCHED_DWELL_MIN_MS;
+	uint64_t look_t = t_switch, look_idle = 0, look_total = 0, idle_pct = 0;
+	unsigned period = ZR_SCHED_QUIET_MS;
+	struct timespec dl;
+	bool stop = false;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "zramfs-rsched");
+	if (fds)
+		for (unsigned i = 0; i < n_ents; i++)
+			fds[i] = -1;
+	stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (!fds || !prev || stat_fd < 0 || !cpu_times(stat_fd, &look_idle, &look_total)) {
+		zr_log(ZR_LOG_INFO, "uring: no /proc/stat: ring threads stay at SCHED_OTHER");
+		goto out;
+	}
+	/* a thread that may not leave SCHED_IDLE (RLIMIT_NICE, a security
+	 * module) would be stuck there: try the way back on this one first */
+	if (set_class(0, true) != 0 || set_class(0, false) != 0) {
+		zr_log(ZR_LOG_INFO, "uring: cannot switch threads to SCHED_IDLE and back: ring threads stay at SCHED_OTHER");
+		goto out;
+	}
+	while (!stop) {
+		uint64_t req, dreq, delay = 0, ns, now, idle, total;
+		bool known = true;
+
+		zr_deadline(&dl, CLOCK_MONOTONIC, period * 1000000ull);
+		pthread_mutex_lock(&sched_lock);
+		while (!sched_stop &&
+		       pthread_cond_timedwait(&sched_cond, &sched_lock, &dl) != ETIMEDOUT)
+			;
+		stop = sched_stop;
+		pthread_mutex_unlock(&sched_lock);
+		now = zr_now_ms();
+		req = __atomic_load_n(&n_requests, __ATOMIC_RELAXED);
+		dreq = req - last_req;
+		last_req = req;
+		for (unsigned i = 0; i < n_ents; i++) {
+			int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_SEQ_CST);
+
+			if (tid <= 0)
+				continue;
+			if (!run_delay(tid, &fds[i], &ns)) {
+				known = false;	/* (a thread that ended: no delay) */
+				continue;
+			}
+			delay += ns > prev[i] && prev[i] ? ns - prev[i] : 0;
+			prev[i] = ns;
+		}
+		if (now - look_t >= ZR_SCHED_LOOK_MS && cpu_times(stat_fd, &idle, &total)) {
+			idle_pct = total > look_total ? (idle - look_idle) * 100 / (total - look_total) : 0;
+			look_idle = idle;
+			look_total = total;
+			look_t = now;
+		}
+		if (dreq)
+			t_req = now;
+		if (__atomic_load_n(&sched_idle, __ATOMIC_RELAXED)) {
+			if (now - t_req >= ZR_SCHED_QUIET_END_MS) {
+				/* quiet: start the next burst at SCHED_OTHER */
+				zr_log(ZR_LOG_DEBUG, "uring: no request for %llu ms: ring threads at SCHED_OTHER",
+				       (unsigned long long)(now - t_req));
+				set_all(false);
+				dwell = ZR_SCHED_DWELL_MIN_MS;
+				t_switch = now;
+			} else if (delay > ZR_SCHED_STARVED_NS * (dreq ? dreq : 1)) {
+				zr_log(ZR_LOG_DEBUG, "uring: ring threads waited %llu us to run for %llu requests: back at SCHED_OTHER",
+				       (unsigned long long)(delay / 1000), (unsigned long long)dreq);
+				set_all(false);
+				dwell = now - t_switch < 1000 ? ZR_MIN(dwell * 2, ZR_SCHED_DWELL_MAX_MS)
+							      : ZR_SCHED_DWELL_MIN_MS;
+				t_switch = now;
+				idle_pct = 0;	/* look again from now */
+				look_t = now;
+				(void)cpu_times(stat_fd, &look_idle, &look_total);
+			}
+		} else if (known && dreq && now - t_switch >= dwell &&
+			   idle_pct >= ZR_SCHED_IDLE_PCT) {
+			zr_log(ZR_LOG_DEBUG, "uring: CPUs %llu%% idle: ring threads at SCHED_IDLE",
+			       (unsigned long long)idle_pct);
+			set_all(true);
+			t_switch = now;
+		}
+		period = dreq || __atomic_load_n(&sched_idle, __ATOMIC_RELAXED) ? ZR_SCHED_PERIOD_MS
+									    : ZR_SCHED_QUIET_MS;
+	}
+out:
+	if (fds)
+		for (unsigned i = 0; i < n_ents; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	if (stat_fd >= 0)
+		close(stat_fd);
+	free(fds);
+	free(prev);
+	return NULL;
+}
+
+/* Start sched_main() (the rings serve). */
+static void sched_start(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sched_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	sched_stop = false;
+	sched_started = pthread_create(&sched_tid, NULL, sched_main, NULL) == 0;
+	if (!sched_started)
+		zr_log(ZR_LOG_INFO, "uring: no scheduling thread: ring threads stay at SCHED_OTHER");
+}
+
+/* Stop sched_main() and put every ring thread back at SCHED_OTHER. */
+static void sched_end(void)
+{
+	if (!sched_started)
+		return;
+	pthread_mutex_lock(&sched_lock);
+	sched_stop = true;
+	pthread_cond_signal(&sched_cond);
+	pthread_mutex_unlock(&sched_lock);
+	pthread_join(sched_tid, NULL);
+	sched_started = false;
+	pthread_cond_destroy(&sched_cond);
+	if (__atomic_load_n(&sched_idle, __ATOMIC_RELAXED))
+		set_all(false);
+}
+
+/** Whether the ring threads run at SCHED_IDLE now; the switches so far. */
+bool zr_uring_sched_idle(void)
+{
+	return __atomic_load_n(&sched_idle, __ATOMIC_RELAXED);
+}
+
+uint64_t zr_uring_sched_switches(void)
+{
+	return __atomic_load_n(&n_sched_switches, __ATOMIC_RELAXED);
+}
+
 static void *ring_main(void *arg)
 {
 	struct zr_uring_ent *e = arg;
@@ -584,6 +844,9 @@ static void *ring_main(void *arg)
 	snprintf(name, sizeof(name), "zramfs-ring%u", e->qid);
 	pthread_setname_np(pthread_self(), name);
 	pin(e->qid);
+	/* (a thread grown by one at SCHED_IDLE inherits it: set it either way) */
+	__atomic_store_n(&e->os_tid, (int)gettid(), __ATOMIC_SEQ_CST);
+	(void)set_class(0, __atomic_load_n(&sched_idle, __ATOMIC_SEQ_CST));
 	/* a queue's first threads find their ring made (disabled) before the
 	 * INIT reply; the threads a queue grows by make theirs */
 	rc = e->ring_fd >= 0 ? ring_enable(e) : ring_setup(e, false);
@@ -669,6 +932,7 @@ static void *ring_main(void *arg)
 	}
 	idle_leave(e);
 	ring_teardown(e);
+	__atomic_store_n(&e->os_tid, 0, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
@@ -807,7 +1071,7 @@ static bool grow_queue(unsigned qid, bool wait)
 	n->started = true;
 	__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&grow_lock);
-	zr_log(ZR_LOG_DEBUG, "uring: queue %u: thread %u started", qid, q->started);
+	zr_log(ZR_LOG_INFO, "uring: queue %u: thread %u started", qid, q->started);
 	return !wait || wait_stage(n, 2);
 }
 
@@ -1048,6 +1312,7 @@ void zr_uring_go(bool ok)
 		return;
 	if (ok) {
 		check_queues();
+		sched_start();
 		return;
 	}
 	for (unsigned i = 0; i < n_ents; i++)
@@ -1094,6 +1359,7 @@ bool zr_uring_stop(void)
 		pthread_cond_broadcast(&gate_cond);
 	}
 	pthread_mutex_unlock(&gate_lock);
+	sched_end();	/* (at SCHED_OTHER, the busy ones finish sooner) */
 	while (any_busy() && zr_now_ms() - t0 < ZR_URING_STOP_MS)
 		usleep(10000);
 	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))

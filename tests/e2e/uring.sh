@@ -9,7 +9,8 @@
 # checking at its unmounts that its requests came through the rings.  Ring
 # threads give their buffers back when idle (buffer_trims), and a queue
 # whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty pages
-# grows instead of deadlocking.
+# grows instead of deadlocking.  The ring threads go to SCHED_IDLE for a
+# lone process and back to SCHED_OTHER when CPU hogs starve them.
 # The parameter is put back as it was in every exit path.
 ZR_TIMEOUT=${ZR_TIMEOUT:-900}
 . "$(dirname "$0")/lib.sh"
@@ -139,6 +140,46 @@ for p in "${pids[@]}"; do
 	wait "$p" || fail "an lseek caller failed"
 done
 say "ring threads: $t0 before, $(zr_stat uring_threads) after"
+
+say "ring threads at SCHED_IDLE for a lone process, back at SCHED_OTHER when CPUs are taken"
+# A lone caller would follow its requests from CPU to CPU (the ring thread
+# that answers still holds the caller's CPU when it wakes it); at SCHED_IDLE
+# it does not, but a CPU hog leaves an idle thread nothing: the daemon
+# switches between the two (uring.c, sched_main()).
+cat >"$ZR_TMP/loop.py" <<'EOF'
+import os, sys, time
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    os.read(fd, 4096)
+    os.close(fd)
+EOF
+sw0=$(zr_stat uring_sched_switches)
+timeout 60 python3 "$ZR_TMP/loop.py" "$ZR_MNT/hello" 30 &
+lp=$!
+ZR_ATEXIT+=("kill $lp 2>/dev/null")
+for _ in $(seq 100); do
+	[ "$(zr_stat uring_sched_idle)" = 1 ] && break
+	sleep 0.1
+done
+[ "$(zr_stat uring_sched_idle)" = 1 ] || fail "a lone loop ran 10 s and the ring threads never went to SCHED_IDLE"
+hogs=()
+for c in $(seq 0 $(($(nproc) - 1))); do
+	taskset -c "$c" sh -c 'while :; do :; done' &
+	hogs+=($!)
+done
+ZR_ATEXIT+=("kill ${hogs[*]} 2>/dev/null")
+for _ in $(seq 100); do
+	[ "$(zr_stat uring_sched_idle)" = 0 ] && break
+	sleep 0.1
+done
+idle=$(zr_stat uring_sched_idle)
+kill "${hogs[@]}" "$lp" 2>/dev/null
+wait "${hogs[@]}" "$lp" 2>/dev/null || true	# (killed: 143)
+[ "$idle" = 0 ] || fail "with a CPU hog on every CPU the ring threads stayed at SCHED_IDLE"
+sw1=$(zr_stat uring_sched_switches)
+say "scheduling class switches: $((sw1 - sw0))"
+[ "$sw1" -ge $((sw0 + 2)) ] || fail "uring_sched_switches went from $sw0 to $sw1, want 2 more"
 
 n=$(zr_stat uring_requests)
 [ "$n" -ge 5000 ] || fail "only $n requests came through the rings, want >= 5000"
