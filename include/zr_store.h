@@ -317,9 +317,10 @@ void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count);
  * zr_file_detach() - @f's owner is about to be freed while others (a
  * writeback of every file, the expiry walk, reclaim) may still hold
  * references to @f: every block goes, dirty ones included, and the store
- * never passes the owner to its callbacks again. Waits for a writeback of
- * @f in flight (takes the I/O mutex, then the file's lock), so its callback
- * is done with the owner when this returns. Caller holds neither.
+ * never passes the owner to its callbacks again. A writeback of @f in
+ * flight stops at its next run, and is waited for (the I/O mutex), so its
+ * callback is done with the owner when this returns. Caller holds neither
+ * the file's lock nor its I/O mutex.
  */
 void zr_file_detach(struct zr_file *f);
 

@@ -637,19 +637,25 @@ void zr_inode_ref(struct zr_fs *fs, struct zr_inode *ino)
 
 /*
  * Free the names, fd and blocks of an inode no longer in the table. Its
- * blocks go, dirty ones included: an inode freed with dirty blocks is one
- * whose file left the backing tree (unhashed), so they have no home. The
- * store may still hold the file (a writeback of every file, the expiry
- * walk, reclaim): zr_file_detach() waits for a writeback of it in flight,
- * so that none uses @ino once it is freed. Caller holds no lock a
- * writeback callback takes (fd_lock, ns_lock, attr_lock, itable_lock).
+ * blocks go, dirty ones included: an inode freed with dirty blocks is
+ * mostly one whose file left the backing tree (unhashed), where they have
+ * no home; any other is logged. The store may still hold the file (a
+ * writeback of every file, the expiry walk, reclaim): zr_file_detach()
+ * waits for a writeback of it in flight, so that none uses @ino once it is
+ * freed. Caller holds no lock a writeback callback takes (fd_lock,
+ * ns_lock, attr_lock, itable_lock).
  */
 static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 {
 	struct zr_alias *a, *next;
 
-	if (ino->blocks)
+	if (ino->blocks) {
+		if (!ino->unhashed && zr_file_dirty(ino->blocks))
+			zr_log(ZR_LOG_WARNING, "inode %llu is freed with data not written back (%llu blocks in the tier)",
+			       (unsigned long long)ino->key.ino,
+			       (unsigned long long)zr_file_nblocks(ino->blocks));
 		zr_file_detach(ino->blocks);
+	}
 	for (a = ino->aliases; a; a = next) {
 		next = a->next;
 		if (a->parent)

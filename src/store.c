@@ -111,8 +111,8 @@ struct zr_file {
 	struct zr_store *st;		/* immutable */
 	void *owner;			/* immutable, passed to the ops until
 					 * detached */
-	bool detached;			/* io_lock and lock to set: the owner
-					 * may be gone (zr_file_detach()) */
+	bool detached;			/* lock to set (relaxed atomic reads):
+					 * the owner is going (zr_file_detach()) */
 	unsigned refs;			/* atomic */
 	pthread_mutex_t io_lock;	/* serializes writeback of this file */
 	pthread_mutex_t lock;		/* protects everything below but the atomics */
@@ -1414,11 +1414,13 @@ void zr_file_drop(struct zr_file *f, uint64_t first, uint64_t count)
 
 void zr_file_detach(struct zr_file *f)
 {
+	/* first, so that a writeback of the file in flight stops at its next
+	 * run (file_writeback()) and the one starting makes no callback */
+	pthread_mutex_lock(&f->lock);
+	__atomic_store_n(&f->detached, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_lock(&f->io_lock);
 	zr_file_drop(f, 0, UINT64_MAX);
-	pthread_mutex_lock(&f->lock);
-	f->detached = true;
-	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_unlock(&f->io_lock);
 }
 
@@ -1512,7 +1514,7 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 
 	*found = false;
 	pthread_mutex_lock(&f->lock);
-	detached = f->detached;	/* (cannot change while we hold io_lock) */
+	detached = f->detached;	/* (true: the blocks are dropped next) */
 	if (back) {
 		if (!wb_ready(lookup_present(f, start), flags)) {
 			pthread_mutex_unlock(&f->lock);
@@ -1564,7 +1566,7 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 	*found = true;
 
 	if (detached)
-		rc = 0;	/* (cannot be: a detached file holds no block) nowhere to go */
+		rc = 0;	/* the owner is going: zr_file_detach() drops them */
 	else
 		rc = st->ops.writeback ? st->ops.writeback(st->ops_ctx, f->owner, start, n, buf)
 				       : -EIO;
@@ -1618,7 +1620,7 @@ static int file_writeback(struct zr_file *f, unsigned flags, uint8_t **bufp)
 		if (!buf)
 			return -ENOMEM;
 		pthread_mutex_lock(&f->io_lock);
-		while (pos != UINT64_MAX) {
+		while (pos != UINT64_MAX && !__atomic_load_n(&f->detached, __ATOMIC_RELAXED)) {
 			rc = wb_run(f, &pos, flags, false, buf, &found);
 			if (rc && !first)
 				first = rc;

@@ -91,6 +91,9 @@
 #include "zr_util.h"
 
 /* The kernel's ABI for this (FUSE 7.42), which Debian 12's headers predate. */
+#define RING_ENTER_NO_IOWAIT (1U << 7)	/* IORING_ENTER_NO_IOWAIT (Linux 6.15) */
+#define RING_FEAT_NO_IOWAIT (1U << 17)	/* IORING_FEAT_NO_IOWAIT */
+
 enum {
 	RING_CMD_REGISTER = 1,		/* FUSE_IO_URING_CMD_REGISTER */
 	RING_CMD_COMMIT_AND_FETCH = 2,	/* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
@@ -134,6 +137,7 @@ struct zr_uring_ent {
 
 	/* the ring: its thread's alone */
 	int ring_fd;
+	unsigned wait_flags;		/* io_uring_enter() flags of a wait */
 	void *sq_map, *cq_map, *sqe_map;
 	size_t sq_len, cq_len, sqe_len;
 	unsigned *sq_head, *sq_tail, *sq_mask, *sq_array;
@@ -151,8 +155,9 @@ struct zr_uring_ent {
 
 	uint64_t unique;		/* atomic: request held, 0 none */
 	uint32_t req_payload;		/* its payload bytes (owner only) */
-	int os_tid;			/* atomic: its thread's kernel id, 0 none
-					 * yet (sched_main() sets its policy) */
+	int os_tid;			/* class_lock (relaxed atomic reads): its
+					 * thread's kernel id, 0 none (set_all()) */
+	uint64_t served;		/* relaxed atomic, owner writes: requests */
 	bool big;			/* owner only: the buffers took ZR_TRIM_MIN
 					 * or more since they last went back */
 	bool counted_idle;		/* owner only: counted in its queue's idle */
@@ -232,6 +237,10 @@ static int ring_setup(struct zr_uring_ent *e, bool disabled)
 	if (fd < 0)
 		return -errno;
 	e->ring_fd = fd;
+	/* a thread waiting for requests is idle, not waiting for I/O: since
+	 * Linux 6.5 a wait with commands in flight counts as iowait (100%
+	 * "wa" in top on an idle machine) unless told not to (6.15) */
+	e->wait_flags = p.features & RING_FEAT_NO_IOWAIT ? RING_ENTER_NO_IOWAIT : 0;
 	e->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
 	e->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
 	e->sqe_len = p.sq_entries * 128;
@@ -345,10 +354,11 @@ static int ring_wait(struct zr_uring_ent *e, unsigned submit, uint64_t timeout_m
 		}
 		if (timeout_ms)
 			rc = sys_enter(e->ring_fd, submit, 1,
-				       IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+				       IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | e->wait_flags,
 				       &arg, sizeof(arg));
 		else
-			rc = sys_enter(e->ring_fd, submit, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+			rc = sys_enter(e->ring_fd, submit, 1, IORING_ENTER_GETEVENTS | e->wait_flags,
+				       NULL, 0);
 		if (rc < 0) {
 			if (errno == ETIME)
 				return -ETIME;
@@ -457,6 +467,7 @@ static void serve(struct zr_uring_ent *e)
 	fb.size = in.len;
 	fuse_session_process_buf(e->fs->se, &fb);
 	__atomic_add_fetch(&n_requests, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->served, e->served + 1, __ATOMIC_RELAXED);
 
 	check_reply(e, in.opcode);
 	__atomic_store_n(&e->unique, 0, __ATOMIC_RELEASE);
@@ -578,44 +589,57 @@ static int probe(struct zr_uring_ent *e)
 /*
  * The ring threads' scheduling class (sched_main()). A request's caller
  * sleeps on its CPU, and the ring thread pinned there serves it; the reply
- * wakes the caller while the ring thread still runs, so the scheduler moves
- * the caller to the other CPU if it is idle, and its next request goes to
- * the queue there (in some periods of the host a lone loop of open, fstat,
- * read and close took 28-32 us an iteration so, against 16-17 through
- * /dev/fuse). At SCHED_IDLE a ring thread does not count as running, so
- * the caller stays, and takes the CPU back at once; but a pinned
- * SCHED_IDLE thread gets almost nothing of a CPU that compilers keep busy,
- * and the requests wait. So sched_main() switches:
- *  - at SCHED_IDLE, when in a period the ring threads waited to run
- *    (their run_delay in /proc/self/task/TID/schedstat) more than
- *    ZR_SCHED_STARVED_NS per request served, back to SCHED_OTHER;
- *  - at SCHED_OTHER, once the CPUs were idle ZR_SCHED_IDLE_PCT of the time
- *    over ZR_SCHED_LOOK_MS (/proc/stat: then an idle thread finds its CPU
- *    free), and at least a dwell time after the last switch back, to
- *    SCHED_IDLE. The dwell doubles (up to ZR_SCHED_DWELL_MAX_MS) each time
- *    SCHED_IDLE lasts less than a second, and starts again from
- *    ZR_SCHED_DWELL_MIN_MS once it lasted longer.
- * After ZR_SCHED_QUIET_END_MS without a request they go back to
- * SCHED_OTHER, so that the next burst starts there. The period is
- * ZR_SCHED_PERIOD_MS while requests come or the threads are at SCHED_IDLE,
- * else ZR_SCHED_QUIET_MS. Without /proc/stat, or when a thread may not go
- * back from SCHED_IDLE (RLIMIT_NICE), the threads stay at SCHED_OTHER.
+ * wakes the caller while the ring thread still runs, so the scheduler may
+ * move the caller to the other CPU if it is idle, and its next request
+ * goes to the queue there (in some periods of the host a lone loop of
+ * open, fstat, read and close took 28-32 us an iteration so, against 16-17
+ * through /dev/fuse). At SCHED_IDLE a ring thread does not count as
+ * running, so the caller stays, and takes the CPU back at once; but a
+ * pinned SCHED_IDLE thread gets almost nothing of a CPU that other work
+ * keeps busy (weight 3 against 1024), and so neither do its requests, nor
+ * whoever waits for a lock it holds. So sched_main() switches, every
+ * ZR_SCHED_PERIOD_MS:
+ *  - at SCHED_OTHER, to SCHED_IDLE once requests come, every CPU was idle
+ *    at least ZR_SCHED_IDLE_PCT of the last ZR_SCHED_LOOK_MS (/proc/stat:
+ *    a CPU-bound process anywhere keeps them all at SCHED_OTHER), and a
+ *    dwell time has passed since the last switch back;
+ *  - at SCHED_IDLE, back to SCHED_OTHER as soon as one ring thread looks
+ *    starved: it waited to run (run_delay, /proc/self/task/TID/schedstat)
+ *    more than ZR_SCHED_STARVED_NS per request it served in the period;
+ *    or it is runnable and has not run since the last look (state R in
+ *    its stat file at both looks, the same run count: run_delay grows
+ *    only once it runs); or it has held the same request since the last
+ *    look (a long request, or one stuck behind a lock or the CPU);
+ *  - at SCHED_IDLE, back to SCHED_OTHER after ZR_SCHED_QUIET_END_MS
+ *    without a request, so that the next burst starts there.
+ * The dwell doubles (up to ZR_SCHED_DWELL_MAX_MS) each time SCHED_IDLE
+ * lasted less than a second, and starts again from ZR_SCHED_DWELL_MIN_MS
+ * once it lasted longer. A stall is thus one period or two, once per dwell.
+ * The period is ZR_SCHED_QUIET_MS while no request comes at SCHED_OTHER.
+ * Without /proc/stat, or when a thread may not go back from SCHED_IDLE
+ * (RLIMIT_NICE), the threads stay at SCHED_OTHER.
  */
-#define ZR_SCHED_PERIOD_MS 10		/* while requests come */
-#define ZR_SCHED_QUIET_MS 100		/* while none come (at SCHED_OTHER) */
-#define ZR_SCHED_QUIET_END_MS 1000	/* none for this long: back to SCHED_OTHER */
+#define ZR_SCHED_PERIOD_MS 10
+#define ZR_SCHED_QUIET_MS 100
+#define ZR_SCHED_QUIET_END_MS 1000
 #define ZR_SCHED_STARVED_NS 50000
-#define ZR_SCHED_IDLE_PCT 25
+#define ZR_SCHED_IDLE_PCT 20
 #define ZR_SCHED_LOOK_MS 100
 #define ZR_SCHED_DWELL_MIN_MS 500
 #define ZR_SCHED_DWELL_MAX_MS 8000
 
-static bool sched_idle;			/* atomic: the ring threads are at SCHED_IDLE */
+static bool sched_idle;			/* atomic, class_lock to write: the ring
+					 * threads are at SCHED_IDLE */
+static pthread_mutex_t class_lock = PTHREAD_MUTEX_INITIALIZER;
+					/* serializes every thread's change of
+					 * class with the flag, and os_tid */
 static uint64_t n_sched_switches;	/* relaxed atomic: switches either way */
 static pthread_mutex_t sched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sched_cond;	/* (CLOCK_MONOTONIC) */
 static bool sched_stop;			/* sched_lock */
-static bool sched_started;		/* main thread only: sched_tid is to join */
+static bool sched_started;		/* written by the thread that took the
+					 * INIT reply, then by zr_uring_stop()'s
+					 * (after libfuse joined that one) */
 static pthread_t sched_tid;
 
 /* Put the thread @tid (0: the caller) at SCHED_IDLE or back at SCHED_OTHER.
@@ -627,87 +651,178 @@ static int set_class(int tid, bool idle)
 	return sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) ? -errno : 0;
 }
 
-/* Every ring thread that has said its id to @idle (new ones read sched_idle
- * after they publish their id, this stores it before it looks: each thread
- * ends up right either way). */
+/* Set the flag and every ring thread that has published its id to @idle;
+ * takes class_lock, under which threads publish their id and take the
+ * flag's class (ring_main()) and withdraw it when they end. */
 static void set_all(bool idle)
 {
-	__atomic_store_n(&sched_idle, idle, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&class_lock);
+	__atomic_store_n(&sched_idle, idle, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&n_sched_switches, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < n_ents; i++) {
-		int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_SEQ_CST);
+		int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_RELAXED);
 
 		if (tid > 0)
-			(void)set_class(tid, idle);	/* (ESRCH: it ended) */
+			(void)set_class(tid, idle);
 	}
+	pthread_mutex_unlock(&class_lock);
 }
 
-/* The run_delay (ns) of the ring thread @tid, through its schedstat file,
- * opened in *@fd on first use. @return false if it cannot be read. */
-static bool run_delay(int tid, int *fd, uint64_t *ns)
+/* A ring thread starts (@tid its id) or ends (0): publish, and take the
+ * class of the moment (a thread grown by one at SCHED_IDLE inherits it). */
+static void class_join(struct zr_uring_ent *e, int tid)
 {
-	char buf[96];
-	unsigned long long a, b;
+	pthread_mutex_lock(&class_lock);
+	__atomic_store_n(&e->os_tid, tid, __ATOMIC_RELAXED);
+	if (tid)
+		(void)set_class(0, __atomic_load_n(&sched_idle, __ATOMIC_RELAXED));
+	pthread_mutex_unlock(&class_lock);
+}
+
+/* What sched_main() saw of one ring thread at its last look. */
+struct sched_watch {
+	int tid;			/* the thread the fds are of, 0 none */
+	int stat_fd, sched_fd;		/* its /proc stat and schedstat */
+	uint64_t delay, runs, served, unique;
+	bool runnable;
+};
+
+static void watch_close(struct sched_watch *w)
+{
+	if (w->stat_fd >= 0)
+		close(w->stat_fd);
+	if (w->sched_fd >= 0)
+		close(w->sched_fd);
+	memset(w, 0, sizeof(*w));
+	w->stat_fd = w->sched_fd = -1;
+}
+
+/* Read thread @tid's /proc/self/task/TID/@what through *@fd (opened on
+ * first use) into @buf. @return false if it cannot be read. */
+static bool proc_read(int *fd, int tid, const char *what, char *buf, size_t size)
+{
 	ssize_t n;
 
 	if (*fd < 0) {
-		snprintf(buf, sizeof(buf), "/proc/self/task/%d/schedstat", tid);
+		snprintf(buf, size, "/proc/self/task/%d/%s", tid, what);
 		*fd = open(buf, O_RDONLY | O_CLOEXEC);
 		if (*fd < 0)
 			return false;
 	}
-	n = pread(*fd, buf, sizeof(buf) - 1, 0);
+	n = pread(*fd, buf, size - 1, 0);
 	if (n <= 0)
 		return false;
 	buf[n] = 0;
-	if (sscanf(buf, "%llu %llu", &a, &b) != 2)
-		return false;
-	*ns = b;
 	return true;
 }
 
-/* The CPUs' idle and total time so far (USER_HZ ticks) from /proc/stat's
- * first line, read through @fd. @return false if it cannot be read. */
-static bool cpu_times(int fd, uint64_t *idle, uint64_t *total)
+/*
+ * Look at ring thread @e (its watch @w) again. @return whether it looks
+ * starved since the last look (see above); a thread seen for the first
+ * time, or whose files cannot be read, does not.
+ */
+static bool watch_starved(struct zr_uring_ent *e, struct sched_watch *w)
 {
-	char buf[256];
-	unsigned long long v[8] = { 0 };
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	int tid = __atomic_load_n(&e->os_tid, __ATOMIC_RELAXED);
+	uint64_t served = __atomic_load_n(&e->served, __ATOMIC_RELAXED);
+	uint64_t unique = __atomic_load_n(&e->unique, __ATOMIC_ACQUIRE);
+	unsigned long long exec, delay, runs;
+	bool first, runnable, starved;
+	char buf[512], *p;
+
+	if (tid != w->tid) {
+		watch_close(w);
+		w->tid = tid;
+	}
+	if (tid <= 0)
+		return false;
+	first = w->runs == 0;
+	if (!proc_read(&w->sched_fd, tid, "schedstat", buf, sizeof(buf)) ||
+	    sscanf(buf, "%llu %llu %llu", &exec, &delay, &runs) != 3)
+		return false;
+	(void)exec;
+	if (!proc_read(&w->stat_fd, tid, "stat", buf, sizeof(buf)) ||
+	    !(p = strrchr(buf, ')')) || p[1] != ' ')
+		return false;
+	runnable = p[2] == 'R';
+	starved = !first &&
+		  ((delay > w->delay &&
+		    delay - w->delay > ZR_SCHED_STARVED_NS * (served - w->served + 1)) ||
+		   (runnable && w->runnable && runs == w->runs) ||
+		   (unique && unique == w->unique));
+	w->delay = delay;
+	w->runs = runs ? runs : 1;
+	w->served = served;
+	w->unique = unique;
+	w->runnable = runnable;
+	return starved;
+}
+
+/*
+ * The lowest share (percent) of idle time of the CPUs since the last call,
+ * from /proc/stat's cpuN lines read through @fd into @buf (@size bytes);
+ * @prev holds two counters per CPU, @ncpu of them. @return the share, or
+ * -1 if it cannot be read (or there is no earlier call to compare with).
+ */
+static int min_idle_pct(int fd, char *buf, size_t size, uint64_t *prev, unsigned ncpu)
+{
+	ssize_t n = pread(fd, buf, size - 1, 0);
+	int lowest = 101;
+	char *p;
 
 	if (n <= 0)
-		return false;
+		return -1;
 	buf[n] = 0;
-	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
-		return false;
-	*idle = v[3] + v[4];
-	*total = 0;
-	for (unsigned i = 0; i < 8; i++)
-		*total += v[i];
-	return true;
+	for (p = strstr(buf, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
+		unsigned long long v[8] = { 0 }, idle, total = 0;
+		unsigned cpu;
+
+		if (sscanf(p + 1, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 6 || cpu >= ncpu)
+			continue;
+		for (unsigned i = 0; i < 8; i++)
+			total += v[i];
+		/* (iowait is idle time too, and may go back: clamped) */
+		idle = v[3] + v[4];
+		if (prev[2 * cpu + 1] && total > prev[2 * cpu + 1]) {
+			int64_t d = (int64_t)(idle - prev[2 * cpu]);
+			int pct = d <= 0 ? 0 : (int)((uint64_t)d * 100 / (total - prev[2 * cpu + 1]));
+
+			lowest = ZR_MIN(lowest, ZR_MIN(pct, 100));
+		} else if (prev[2 * cpu + 1]) {
+			lowest = 0;	/* no tick counted: cannot tell */
+		}
+		prev[2 * cpu] = idle;
+		prev[2 * cpu + 1] = total;
+	}
+	return lowest > 100 ? -1 : lowest;
 }
 
 static void *sched_main(void *arg)
 {
-	int *fds = calloc(n_ents, sizeof(*fds)), stat_fd;
-	uint64_t *prev = calloc(n_ents, sizeof(*prev));
+	unsigned ncpu = n_ents / ZR_URING_MAX_PER_QUEUE;
+	size_t bufsize = 4096 + (size_t)ncpu * 160;
+	struct sched_watch *w = calloc(n_ents, sizeof(*w));
+	uint64_t *prev = calloc(2 * (size_t)ncpu, sizeof(*prev));
+	char *buf = malloc(bufsize);
 	uint64_t last_req = 0, t_switch = zr_now_ms(), t_req = t_switch;
-	uint64_t dwell = ZR_SCHED_DWELL_MIN_MS;
-	uint64_t look_t = t_switch, look_idle = 0, look_total = 0, idle_pct = 0;
+	uint64_t dwell = ZR_SCHED_DWELL_MIN_MS, look_t = t_switch;
 	unsigned period = ZR_SCHED_QUIET_MS;
+	int stat_fd = -1, idle_pct = -1;
 	struct timespec dl;
 	bool stop = false;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "zramfs-rsched");
-	if (fds)
+	if (w)
 		for (unsigned i = 0; i < n_ents; i++)
-			fds[i] = -1;
+			w[i].stat_fd = w[i].sched_fd = -1;
 	stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-	if (!fds || !prev || stat_fd < 0 || !cpu_times(stat_fd, &look_idle, &look_total)) {
+	if (!w || !prev || !buf || stat_fd < 0) {
 		zr_log(ZR_LOG_INFO, "uring: no /proc/stat: ring threads stay at SCHED_OTHER");
 		goto out;
 	}
+	(void)min_idle_pct(stat_fd, buf, bufsize, prev, ncpu);	/* the first counts */
 	/* a thread that may not leave SCHED_IDLE (RLIMIT_NICE, a security
 	 * module) would be stuck there: try the way back on this one first */
 	if (set_class(0, true) != 0 || set_class(0, false) != 0) {
@@ -715,8 +830,9 @@ static void *sched_main(void *arg)
 		goto out;
 	}
 	while (!stop) {
-		uint64_t req, dreq, delay = 0, ns, now, idle, total;
-		bool known = true;
+		uint64_t req, dreq, now;
+		bool idle, starved = false;
+		unsigned who = 0;
 
 		zr_deadline(&dl, CLOCK_MONOTONIC, period * 1000000ull);
 		pthread_mutex_lock(&sched_lock);
@@ -729,64 +845,55 @@ static void *sched_main(void *arg)
 		req = __atomic_load_n(&n_requests, __ATOMIC_RELAXED);
 		dreq = req - last_req;
 		last_req = req;
-		for (unsigned i = 0; i < n_ents; i++) {
-			int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_SEQ_CST);
-
-			if (tid <= 0)
-				continue;
-			if (!run_delay(tid, &fds[i], &ns)) {
-				known = false;	/* (a thread that ended: no delay) */
-				continue;
-			}
-			delay += ns > prev[i] && prev[i] ? ns - prev[i] : 0;
-			prev[i] = ns;
-		}
-		if (now - look_t >= ZR_SCHED_LOOK_MS && cpu_times(stat_fd, &idle, &total)) {
-			idle_pct = total > look_total ? (idle - look_idle) * 100 / (total - look_total) : 0;
-			look_idle = idle;
-			look_total = total;
-			look_t = now;
-		}
 		if (dreq)
 			t_req = now;
-		if (__atomic_load_n(&sched_idle, __ATOMIC_RELAXED)) {
-			if (now - t_req >= ZR_SCHED_QUIET_END_MS) {
-				/* quiet: start the next burst at SCHED_OTHER */
-				zr_log(ZR_LOG_DEBUG, "uring: no request for %llu ms: ring threads at SCHED_OTHER",
-				       (unsigned long long)(now - t_req));
-				set_all(false);
-				dwell = ZR_SCHED_DWELL_MIN_MS;
-				t_switch = now;
-			} else if (delay > ZR_SCHED_STARVED_NS * (dreq ? dreq : 1)) {
-				zr_log(ZR_LOG_DEBUG, "uring: ring threads waited %llu us to run for %llu requests: back at SCHED_OTHER",
-				       (unsigned long long)(delay / 1000), (unsigned long long)dreq);
-				set_all(false);
-				dwell = now - t_switch < 1000 ? ZR_MIN(dwell * 2, ZR_SCHED_DWELL_MAX_MS)
-							      : ZR_SCHED_DWELL_MIN_MS;
-				t_switch = now;
-				idle_pct = 0;	/* look again from now */
-				look_t = now;
-				(void)cpu_times(stat_fd, &look_idle, &look_total);
+		idle = __atomic_load_n(&sched_idle, __ATOMIC_RELAXED);
+		for (unsigned i = 0; idle && i < n_ents; i++)
+			if (watch_starved(&ents[i], &w[i]) && !starved) {
+				starved = true;
+				who = i;
 			}
-		} else if (known && dreq && now - t_switch >= dwell &&
+		if (now - look_t >= ZR_SCHED_LOOK_MS) {
+			idle_pct = min_idle_pct(stat_fd, buf, bufsize, prev, ncpu);
+			look_t = now;
+		}
+		if (idle && now - t_req >= ZR_SCHED_QUIET_END_MS) {
+			zr_log(ZR_LOG_DEBUG, "uring: no request for %llu ms: ring threads at SCHED_OTHER",
+			       (unsigned long long)(now - t_req));
+			set_all(false);
+			dwell = ZR_SCHED_DWELL_MIN_MS;
+			t_switch = now;
+		} else if (idle && starved) {
+			zr_log(ZR_LOG_DEBUG, "uring: queue %u's thread looks starved: ring threads back at SCHED_OTHER",
+			       ents[who].qid);
+			set_all(false);
+			dwell = now - t_switch < 1000 ? ZR_MIN(dwell * 2, ZR_SCHED_DWELL_MAX_MS)
+						      : ZR_SCHED_DWELL_MIN_MS;
+			t_switch = now;
+			idle_pct = -1;	/* look again from now */
+			look_t = now;
+			(void)min_idle_pct(stat_fd, buf, bufsize, prev, ncpu);
+		} else if (!idle && dreq && now - t_switch >= dwell &&
 			   idle_pct >= ZR_SCHED_IDLE_PCT) {
-			zr_log(ZR_LOG_DEBUG, "uring: CPUs %llu%% idle: ring threads at SCHED_IDLE",
-			       (unsigned long long)idle_pct);
+			zr_log(ZR_LOG_DEBUG, "uring: every CPU at least %d%% idle: ring threads at SCHED_IDLE",
+			       idle_pct);
 			set_all(true);
 			t_switch = now;
+			for (unsigned i = 0; i < n_ents; i++)
+				w[i].runs = 0;	/* the next look compares with none */
 		}
 		period = dreq || __atomic_load_n(&sched_idle, __ATOMIC_RELAXED) ? ZR_SCHED_PERIOD_MS
 									    : ZR_SCHED_QUIET_MS;
 	}
 out:
-	if (fds)
+	if (w)
 		for (unsigned i = 0; i < n_ents; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
+			watch_close(&w[i]);
 	if (stat_fd >= 0)
 		close(stat_fd);
-	free(fds);
+	free(w);
 	free(prev);
+	free(buf);
 	return NULL;
 }
 
@@ -817,8 +924,7 @@ static void sched_end(void)
 	pthread_join(sched_tid, NULL);
 	sched_started = false;
 	pthread_cond_destroy(&sched_cond);
-	if (__atomic_load_n(&sched_idle, __ATOMIC_RELAXED))
-		set_all(false);
+	set_all(false);
 }
 
 /** Whether the ring threads run at SCHED_IDLE now; the switches so far. */
@@ -832,9 +938,21 @@ uint64_t zr_uring_sched_switches(void)
 	return __atomic_load_n(&n_sched_switches, __ATOMIC_RELAXED);
 }
 
+static void ring_run(struct zr_uring_ent *e);
+
 static void *ring_main(void *arg)
 {
 	struct zr_uring_ent *e = arg;
+
+	class_join(e, (int)gettid());
+	ring_run(e);
+	class_join(e, 0);
+	return NULL;
+}
+
+/* ring_main()'s work: set up, register, serve until stopped. */
+static void ring_run(struct zr_uring_ent *e)
+{
 	bool registered = false;
 	char name[16];
 	int rc, res = 0;
@@ -844,9 +962,6 @@ static void *ring_main(void *arg)
 	snprintf(name, sizeof(name), "zramfs-ring%u", e->qid);
 	pthread_setname_np(pthread_self(), name);
 	pin(e->qid);
-	/* (a thread grown by one at SCHED_IDLE inherits it: set it either way) */
-	__atomic_store_n(&e->os_tid, (int)gettid(), __ATOMIC_SEQ_CST);
-	(void)set_class(0, __atomic_load_n(&sched_idle, __ATOMIC_SEQ_CST));
 	/* a queue's first threads find their ring made (disabled) before the
 	 * INIT reply; the threads a queue grows by make theirs */
 	rc = e->ring_fd >= 0 ? ring_enable(e) : ring_setup(e, false);
@@ -855,19 +970,19 @@ static void *ring_main(void *arg)
 		       e->qid, strerror(-rc));
 		ring_teardown(e);
 		say_stage(e, 1, false);
-		return NULL;
+		return;
 	}
 	if (e == &ents[0] && (rc = probe(e)) != 0) {
 		zr_log(ZR_LOG_WARNING, "uring: the kernel refuses io_uring commands on /dev/fuse: %s",
 		       strerror(-rc));
 		ring_teardown(e);
 		say_stage(e, 1, false);
-		return NULL;
+		return;
 	}
 	say_stage(e, 1, true);
 	if (!wait_gate()) {
 		ring_teardown(e);
-		return NULL;
+		return;
 	}
 	rc = ring_register(e);
 	if (rc) {
@@ -875,7 +990,7 @@ static void *ring_main(void *arg)
 		       e->qid, strerror(-rc));
 		ring_teardown(e);
 		say_stage(e, 2, false);
-		return NULL;
+		return;
 	}
 	idle_enter(e);
 	/* a REGISTER refused completes at once: its CQE is there already */
@@ -932,8 +1047,6 @@ static void *ring_main(void *arg)
 	}
 	idle_leave(e);
 	ring_teardown(e);
-	__atomic_store_n(&e->os_tid, 0, __ATOMIC_SEQ_CST);
-	return NULL;
 }
 
 /* Find the entry holding the request @unique. */
@@ -1071,7 +1184,7 @@ static bool grow_queue(unsigned qid, bool wait)
 	n->started = true;
 	__atomic_add_fetch(&n_threads, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&grow_lock);
-	zr_log(ZR_LOG_INFO, "uring: queue %u: thread %u started", qid, q->started);
+	zr_log(ZR_LOG_DEBUG, "uring: queue %u: thread %u started", qid, q->started);
 	return !wait || wait_stage(n, 2);
 }
 
