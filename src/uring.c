@@ -605,7 +605,10 @@ static int probe(struct zr_uring_ent *e)
  *    dwell time has passed since the last switch back;
  *  - at SCHED_IDLE, back to SCHED_OTHER as soon as one ring thread looks
  *    starved: it waited to run (run_delay, /proc/self/task/TID/schedstat)
- *    more than ZR_SCHED_STARVED_NS per request it served in the period;
+ *    more than ZR_SCHED_STARVED_NS per request it served in the period,
+ *    and more than ZR_SCHED_STARVED_MIN_NS in all (a thread that serves
+ *    the requests nobody waits for, RELEASEs and WRITEs, while tar runs
+ *    on its CPU waited 1.6-2.7 ms of 10 in an untar: not starved);
  *    or it is runnable and has not run since the last look (state R in
  *    its stat file at both looks, the same run count: run_delay grows
  *    only once it runs); or it has held the same request since the last
@@ -623,6 +626,7 @@ static int probe(struct zr_uring_ent *e)
 #define ZR_SCHED_QUIET_MS 100
 #define ZR_SCHED_QUIET_END_MS 1000
 #define ZR_SCHED_STARVED_NS 50000
+#define ZR_SCHED_STARVED_MIN_NS 5000000
 #define ZR_SCHED_IDLE_PCT 20
 #define ZR_SCHED_LOOK_MS 100
 #define ZR_SCHED_DWELL_MIN_MS 500
@@ -747,7 +751,8 @@ static bool watch_starved(struct zr_uring_ent *e, struct sched_watch *w)
 	runnable = p[2] == 'R';
 	starved = !first &&
 		  ((delay > w->delay &&
-		    delay - w->delay > ZR_SCHED_STARVED_NS * (served - w->served + 1)) ||
+		    delay - w->delay > ZR_MAX(ZR_SCHED_STARVED_MIN_NS,
+					      ZR_SCHED_STARVED_NS * (served - w->served + 1))) ||
 		   (runnable && w->runnable && runs == w->runs) ||
 		   (unique && unique == w->unique));
 	w->delay = delay;
