@@ -155,8 +155,8 @@ struct zr_uring_ent {
 
 	uint64_t unique;		/* atomic: request held, 0 none */
 	uint32_t req_payload;		/* its payload bytes (owner only) */
-	int os_tid;			/* class_lock (relaxed atomic reads): its
-					 * thread's kernel id, 0 none (set_all()) */
+	int os_tid;			/* atomic (seq_cst): its thread's kernel
+					 * id, 0 none (class_join(), set_all()) */
 	uint64_t served;		/* relaxed atomic, owner writes: requests */
 	bool big;			/* owner only: the buffers took ZR_TRIM_MIN
 					 * or more since they last went back */
@@ -632,11 +632,8 @@ static int probe(struct zr_uring_ent *e)
 #define ZR_SCHED_DWELL_MIN_MS 500
 #define ZR_SCHED_DWELL_MAX_MS 8000
 
-static bool sched_idle;			/* atomic, class_lock to write: the ring
-					 * threads are at SCHED_IDLE */
-static pthread_mutex_t class_lock = PTHREAD_MUTEX_INITIALIZER;
-					/* serializes every thread's change of
-					 * class with the flag, and os_tid */
+static bool sched_idle;			/* atomic (seq_cst), sched_main() writes:
+					 * the ring threads are at SCHED_IDLE */
 static uint64_t n_sched_switches;	/* relaxed atomic: switches either way */
 static pthread_mutex_t sched_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sched_cond;	/* (CLOCK_MONOTONIC) */
@@ -655,32 +652,40 @@ static int set_class(int tid, bool idle)
 	return sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) ? -errno : 0;
 }
 
-/* Set the flag and every ring thread that has published its id to @idle;
- * takes class_lock, under which threads publish their id and take the
- * flag's class (ring_main()) and withdraw it when they end. */
+/*
+ * Set the flag, then every ring thread that has published its id, to
+ * @idle (sched_main() alone calls this, or zr_uring_stop() once it ended).
+ * No lock: a thread starting at SCHED_IDLE could be preempted holding it,
+ * and the switch back would wait behind it. class_join() publishes the id
+ * before it reads the flag, and reads it again after it set its class, so
+ * either this sees the id or the thread sees the flag (seq_cst), and a
+ * thread whose own change crossed this one's sets itself again.
+ */
 static void set_all(bool idle)
 {
-	pthread_mutex_lock(&class_lock);
-	__atomic_store_n(&sched_idle, idle, __ATOMIC_RELAXED);
+	__atomic_store_n(&sched_idle, idle, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&n_sched_switches, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < n_ents; i++) {
-		int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_RELAXED);
+		int tid = __atomic_load_n(&ents[i].os_tid, __ATOMIC_SEQ_CST);
 
 		if (tid > 0)
 			(void)set_class(tid, idle);
 	}
-	pthread_mutex_unlock(&class_lock);
 }
 
-/* A ring thread starts (@tid its id) or ends (0): publish, and take the
+/* A ring thread starts (@tid its id) or ends (0): publish it, and take the
  * class of the moment (a thread grown by one at SCHED_IDLE inherits it). */
 static void class_join(struct zr_uring_ent *e, int tid)
 {
-	pthread_mutex_lock(&class_lock);
-	__atomic_store_n(&e->os_tid, tid, __ATOMIC_RELAXED);
-	if (tid)
-		(void)set_class(0, __atomic_load_n(&sched_idle, __ATOMIC_RELAXED));
-	pthread_mutex_unlock(&class_lock);
+	bool want;
+
+	__atomic_store_n(&e->os_tid, tid, __ATOMIC_SEQ_CST);
+	if (!tid)
+		return;
+	do {
+		want = __atomic_load_n(&sched_idle, __ATOMIC_SEQ_CST);
+		(void)set_class(0, want);
+	} while (__atomic_load_n(&sched_idle, __ATOMIC_SEQ_CST) != want);
 }
 
 /* What sched_main() saw of one ring thread at its last look. */
@@ -727,7 +732,7 @@ static bool proc_read(int *fd, int tid, const char *what, char *buf, size_t size
  */
 static bool watch_starved(struct zr_uring_ent *e, struct sched_watch *w)
 {
-	int tid = __atomic_load_n(&e->os_tid, __ATOMIC_RELAXED);
+	int tid = __atomic_load_n(&e->os_tid, __ATOMIC_SEQ_CST);
 	uint64_t served = __atomic_load_n(&e->served, __ATOMIC_RELAXED);
 	uint64_t unique = __atomic_load_n(&e->unique, __ATOMIC_ACQUIRE);
 	unsigned long long exec, delay, runs;
