@@ -461,6 +461,7 @@ bool zr_uring_active(void);
 uint64_t zr_uring_requests(void);
 uint64_t zr_uring_trims(void);
 uint64_t zr_uring_threads(void);
+uint64_t zr_uring_unpins(void);
 bool zr_uring_sched_idle(void);
 uint64_t zr_uring_sched_switches(void);
 uint64_t zr_session_leads(void);

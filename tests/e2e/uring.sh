@@ -10,7 +10,9 @@
 # threads give their buffers back when idle (buffer_trims), and a queue
 # whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty pages
 # grows instead of deadlocking.  The ring threads go to SCHED_IDLE for a
-# lone process and back to SCHED_OTHER when CPU hogs starve them.
+# lone process and back to SCHED_OTHER when CPU hogs starve them.  Ring
+# threads serving a cold stream read may run on any CPU, and are pinned to
+# their queue's CPU again by small requests.
 # The parameter is put back as it was in every exit path.
 ZR_TIMEOUT=${ZR_TIMEOUT:-900}
 . "$(dirname "$0")/lib.sh"
@@ -200,6 +202,51 @@ else
 	say "scheduling class switches: $((sw1 - sw0))"
 	[ "$sw1" -ge $((sw0 + 2)) ] || fail "uring_sched_switches went from $sw0 to $sw1, want 2 more"
 fi
+
+say "a cold stream read unpins the ring threads that serve it; small requests, or a pause, pin them again"
+# Read-ahead comes from a process that runs on while it is served; a ring
+# thread pinned to that process's CPU shares it while the other CPUs idle,
+# so a thread serving bulk READs and WRITEs may run anywhere (uring.c,
+# place()). The loop of small reads below runs on the same CPU as the
+# stream, in that queue, and pins the thread that serves it again; a
+# second without requests pins every thread again.
+unpinned() { # ring threads of the daemon allowed on more than one CPU
+	local t n=0
+	for t in /proc/"$ZR_PID"/task/*; do
+		case $(cat "$t/comm" 2>/dev/null) in zramfs-ring*) ;; *) continue ;; esac
+		grep -Eq '^Cpus_allowed_list:.*[-,]' "$t/status" 2>/dev/null && n=$((n + 1))
+	done
+	echo "$n"
+}
+head -c $((48 << 20)) /dev/urandom >"$ZR_TMP/bulk"
+cp "$ZR_TMP/bulk" "$ZR_MNT/bulk"
+sync -f "$ZR_MNT"
+zr_drop_kcache
+# the copy's WRITEs unpinned threads too: a second without requests pins
+# them all again
+sleep 1.5
+if [ "$(nproc)" -ge 2 ]; then
+	n=$(unpinned)
+	[ "$n" = 0 ] || fail "$n ring threads still on more than one CPU after 1.5 s without requests"
+fi
+u0=$(zr_stat uring_unpins)
+taskset -c 0 dd if="$ZR_MNT/bulk" of="$ZR_TMP/bulk.back" bs=1M status=none ||
+	fail "the cold read of bulk failed"
+cmp "$ZR_TMP/bulk" "$ZR_TMP/bulk.back" || fail "bulk read back different"
+u1=$(zr_stat uring_unpins)
+say "unpins: $u0 before the cold read, $u1 after"
+[ "$u1" -gt "$u0" ] || fail "a cold read of 48 MiB unpinned no ring thread (uring_unpins stayed $u0)"
+if [ "$(nproc)" -ge 2 ]; then
+	n0=$(unpinned)
+	[ "$n0" -ge 1 ] || fail "uring_unpins grew but no ring thread may run on more than one CPU"
+	for _ in $(seq 50); do
+		taskset -c 0 cat "$ZR_MNT/hello" >/dev/null
+	done
+	n1=$(unpinned)
+	say "ring threads on more than one CPU: $n0 after the stream, $n1 after 50 small reads"
+	[ "$n1" -lt "$n0" ] || fail "small requests did not pin the ring thread serving them again ($n0 unpinned before, $n1 after)"
+fi
+rm -f "$ZR_TMP/bulk" "$ZR_TMP/bulk.back" "$ZR_MNT/bulk"
 
 n=$(zr_stat uring_requests)
 [ "$n" -ge 5000 ] || fail "only $n requests came through the rings, want >= 5000"
