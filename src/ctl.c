@@ -144,6 +144,8 @@ static char *render_stats(struct zr_fs *fs)
 	P("uring_requests", zr_uring_requests());
 	P("uring_threads", zr_uring_threads());
 	P("uring_unpins", zr_uring_unpins());
+	P("uring_repins", zr_uring_repins());
+	P("uring_unpinned", zr_uring_unpinned());
 	P("uring_sched_idle", zr_uring_sched_idle());
 	P("uring_sched_switches", zr_uring_sched_switches());
 	P("buffer_trims", zr_session_trims() + zr_uring_trims());

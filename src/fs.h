@@ -462,6 +462,8 @@ uint64_t zr_uring_requests(void);
 uint64_t zr_uring_trims(void);
 uint64_t zr_uring_threads(void);
 uint64_t zr_uring_unpins(void);
+uint64_t zr_uring_repins(void);
+uint64_t zr_uring_unpinned(void);
 bool zr_uring_sched_idle(void);
 uint64_t zr_uring_sched_switches(void);
 uint64_t zr_session_leads(void);

@@ -13,9 +13,9 @@
  * made on CPU n in queue n, and the threads of queue n are pinned to CPU n:
  * the caller sleeps, the daemon thread runs where it ran, and one syscall
  * (io_uring_enter) both answers a request and waits for the next. Bulk
- * requests (read-ahead, writeback) come from a process that does not sleep
- * meanwhile, so a thread serving one may run on any CPU until it serves
- * small ones again or waits a second (place()).
+ * requests (mostly read-ahead and writeback) come from a process that does
+ * not sleep meanwhile, so a thread serving them in a row may run on any
+ * CPU until it serves small ones again or waits a second (place()).
  *
  * The protocol, as the kernel speaks it:
  *  - The daemon sets FUSE_OVER_IO_URING in its INIT reply (session.c) and
@@ -128,7 +128,11 @@ struct ring_cmd_req {			/* struct fuse_uring_cmd_req, in the SQE */
 #define ZR_URING_LEAD 4096		/* room before the payload for the headers */
 #define ZR_URING_STOP_MS 5000		/* zr_uring_stop() waits this long at most */
 #define ZR_URING_BULK (128u * 1024u)	/* a READ reply or WRITE this big is bulk */
+#define ZR_URING_UNPIN 2		/* unpinned after this many bulk requests in a row */
 #define ZR_URING_REPIN 4		/* pinned again after this many other requests */
+/* (a bulk request fills the buffers past ZR_TRIM_MIN, so ring_next() waits
+ * with a time limit while a thread is unpinned, and pins it after a pause) */
+_Static_assert(ZR_URING_BULK >= ZR_TRIM_MIN, "bulk requests must make the buffers big");
 #define TAG_CMD 1
 #define TAG_STOP 2
 
@@ -168,7 +172,8 @@ struct zr_uring_ent {
 	bool counted_idle;		/* owner only: counted in its queue's idle */
 	bool pinned;			/* owner only: pinned to its queue's CPU */
 	bool unpinned;			/* owner only: may run on any CPU (place()) */
-	unsigned small_run;		/* owner only: requests since the last bulk one */
+	unsigned bulk_run;		/* owner only: bulk requests in a row */
+	unsigned small_run;		/* owner only: other requests in a row */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -202,7 +207,10 @@ static uint64_t n_requests;		/* relaxed atomic: requests served */
 static uint64_t n_trims;		/* relaxed atomic: buffers given back */
 static uint64_t n_threads;		/* relaxed atomic: ring threads started */
 static uint64_t n_unpins;		/* relaxed atomic: place() unpinned a thread */
+static uint64_t n_repins;		/* relaxed atomic: and pinned it after small requests */
+static uint64_t n_unpinned;		/* atomic: threads unpinned now */
 static cpu_set_t any_cpu;		/* the daemon's CPUs, set before any thread */
+static bool can_widen;			/* any_cpu has more than one CPU */
 static __thread struct zr_uring_ent *cur;	/* this thread's entry, if a ring thread */
 
 static int sys_setup(unsigned entries, struct io_uring_params *p)
@@ -396,44 +404,61 @@ static bool pin(unsigned cpu)
 }
 
 /*
- * Where @e's thread may run, after it served a request (@bulk: serve()'s
- * answer). A queue's threads are pinned to its CPU, where the process
- * that made a sync request sleeps until the answer: the thread runs in its
- * place, and the process wakes on its own CPU. Read-ahead and writeback
- * are made by a process that runs on meanwhile (dd streaming a file in),
- * and a pinned thread then shares that process's CPU while the other one
- * idles: 1.2 GB/s of cold 1 MiB reads, against 1.8 unpinned. So a thread
- * that serves a bulk request may run on any CPU (the scheduler wakes it on
- * an idle one), and is pinned again after ZR_URING_REPIN other requests
- * in a row, or (@idle) when ZR_TRIM_IDLE_MS passed without a request.
+ * Where @e's thread may run, once it answered a request (@bulk: serve()'s
+ * answer) or waited ZR_TRIM_IDLE_MS for one (@idle). A queue's threads are
+ * pinned to its CPU, where the process that made a sync request sleeps
+ * until the answer: the thread runs in its place, and the process wakes on
+ * its own CPU. Read-ahead and writeback come from a process that runs on
+ * meanwhile (dd streaming a file in), and a pinned thread then shares that
+ * process's CPU while the other one idles: 1.2 GB/s of cold 1 MiB reads,
+ * against 1.8 unpinned. So a thread that served ZR_URING_UNPIN bulk
+ * requests in a row may run on any of the daemon's CPUs (the scheduler
+ * wakes it on an idle one), and is pinned again after ZR_URING_REPIN other
+ * requests in a row, or after a pause. (A single bulk request is often
+ * waited on: the WRITE of a file a close() flushes.)
  */
 static void place(struct zr_uring_ent *e, bool bulk, bool idle)
 {
 	if (bulk) {
 		e->small_run = 0;
-		if (e->pinned && !e->unpinned) {
-			if (sched_setaffinity(0, sizeof(any_cpu), &any_cpu) == 0) {
-				e->unpinned = true;
-				__atomic_add_fetch(&n_unpins, 1, __ATOMIC_RELAXED);
-			}
+		if (e->bulk_run < ZR_URING_UNPIN)
+			e->bulk_run++;
+		if (e->bulk_run >= ZR_URING_UNPIN && e->pinned && !e->unpinned && can_widen &&
+		    sched_setaffinity(0, sizeof(any_cpu), &any_cpu) == 0) {
+			e->unpinned = true;
+			__atomic_add_fetch(&n_unpins, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&n_unpinned, 1, __ATOMIC_RELAXED);
 		}
-	} else if (e->unpinned && (idle || ++e->small_run >= ZR_URING_REPIN)) {
-		e->pinned = pin(e->qid);
-		e->unpinned = false;
+		return;
 	}
+	e->bulk_run = 0;
+	if (!e->unpinned || (!idle && ++e->small_run < ZR_URING_REPIN))
+		return;
+	/* (should its CPU have gone, it stays unpinned: pin() logs why) */
+	e->pinned = pin(e->qid);
+	e->unpinned = false;
+	e->bulk_run = e->small_run = 0;
+	__atomic_sub_fetch(&n_unpinned, 1, __ATOMIC_RELAXED);
+	if (!idle)
+		__atomic_add_fetch(&n_repins, 1, __ATOMIC_RELAXED);
 }
 
 /*
- * Wait for the next completion, as ring_wait() without a time limit; but
+ * Submit the commit of the request @e served (@bulk: serve()'s answer) and
+ * wait for the next completion, as ring_wait() without a time limit; but
  * when the buffers took ZR_TRIM_MIN or more since they last went back, give
  * their pages back once ZR_TRIM_IDLE_MS pass without a request. The kernel
  * writes a request into them only from this thread (task work run in
- * io_uring_enter), never while it is in madvise().
+ * io_uring_enter), never while it is in madvise(). Where the thread may
+ * run changes only here (place()), after the reply went.
  */
-static int ring_next(struct zr_uring_ent *e, unsigned submit, uint64_t *tag, int *res)
+static int ring_next(struct zr_uring_ent *e, unsigned submit, bool bulk,
+		     uint64_t *tag, int *res)
 {
 	int rc;
 
+	/* (without big buffers the thread is pinned and served no bulk
+	 * request since its last pause: place() would do nothing) */
 	if (!e->big)
 		return ring_wait(e, submit, 0, tag, res);
 	/* submit on its own: io_uring_enter() that submits reports the
@@ -442,13 +467,11 @@ static int ring_next(struct zr_uring_ent *e, unsigned submit, uint64_t *tag, int
 		if (errno != EINTR && errno != EAGAIN && errno != EBUSY)
 			return -errno;
 	}
+	place(e, bulk, false);
 	rc = ring_wait(e, 0, ZR_TRIM_IDLE_MS, tag, res);
 	if (rc != -ETIME)
 		return rc;
-	/* (a thread unpinned for bulk requests took ZR_TRIM_MIN or more too:
-	 * the next request it gets after this pause is likely a sync one) */
-	if (e->unpinned)
-		place(e, false, true);
+	place(e, false, true);
 	if (madvise(e->area, ZR_URING_LEAD + e->payload_len, MADV_DONTNEED) == 0 &&
 	    madvise(e->stage, e->payload_len, MADV_DONTNEED) == 0)
 		__atomic_add_fetch(&n_trims, 1, __ATOMIC_RELAXED);
@@ -485,7 +508,7 @@ static void check_reply(struct zr_uring_ent *e, uint32_t opcode)
  * libfuse reads from /dev/fuse in front of the payload, dispatch it, and
  * leave the reply in the buffers for the commit. @return whether it was
  * bulk: a READ answered with, or a WRITE of, ZR_URING_BULK bytes or more
- * (read-ahead and writeback, which nobody waits on as on a sync request).
+ * (mostly read-ahead and writeback; see place()).
  */
 static bool serve(struct zr_uring_ent *e)
 {
@@ -1014,7 +1037,7 @@ static void *ring_main(void *arg)
 /* ring_main()'s work: set up, register, serve until stopped. */
 static void ring_run(struct zr_uring_ent *e)
 {
-	bool registered = false;
+	bool registered = false, bulk;
 	char name[16];
 	int rc, res = 0;
 	uint64_t tag = 0;
@@ -1089,6 +1112,7 @@ static void ring_run(struct zr_uring_ent *e)
 			zr_log(ZR_LOG_INFO, "uring: queue %u: commit failed: %s; registering again",
 			       e->qid, strerror(-res));
 			registered = false;
+			place(e, false, true);	/* (the wait has no time limit) */
 			sqe_cmd(e, RING_CMD_REGISTER, 0);
 			idle_enter(e);
 			rc = ring_wait(e, 1, 0, &tag, &res);
@@ -1103,10 +1127,10 @@ static void ring_run(struct zr_uring_ent *e)
 		 * only by a later commit, not by an entry registered after it */
 		if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) == 0)
 			grow_queue(e->qid, false);
-		place(e, serve(e), false);
+		bulk = serve(e);
 		sqe_cmd(e, RING_CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id);
 		idle_enter(e);
-		rc = ring_next(e, 1, &tag, &res);
+		rc = ring_next(e, 1, bulk, &tag, &res);
 	}
 	idle_leave(e);
 	ring_teardown(e);
@@ -1264,6 +1288,18 @@ uint64_t zr_uring_unpins(void)
 	return __atomic_load_n(&n_unpins, __ATOMIC_RELAXED);
 }
 
+/** Times one was pinned again because it served small requests. */
+uint64_t zr_uring_repins(void)
+{
+	return __atomic_load_n(&n_repins, __ATOMIC_RELAXED);
+}
+
+/** Ring threads unpinned now. */
+uint64_t zr_uring_unpinned(void)
+{
+	return __atomic_load_n(&n_unpinned, __ATOMIC_RELAXED);
+}
+
 /** Ring buffers idle threads gave back (for the stats). */
 uint64_t zr_uring_trims(void)
 {
@@ -1360,6 +1396,7 @@ int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 	 * taskset it was started under holds) */
 	if (sched_getaffinity(0, sizeof(any_cpu), &any_cpu) != 0)
 		memset(&any_cpu, 0xff, sizeof(any_cpu));
+	can_widen = CPU_COUNT(&any_cpu) > 1;
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (stop_fd < 0)
 		return -errno;
