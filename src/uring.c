@@ -437,7 +437,7 @@ static void place(struct zr_uring_ent *e, bool bulk, bool idle)
 	/* (should its CPU have gone, it stays unpinned: pin() logs why) */
 	e->pinned = pin(e->qid);
 	e->unpinned = false;
-	e->bulk_run = e->small_run = 0;
+	e->small_run = 0;
 	__atomic_sub_fetch(&n_unpinned, 1, __ATOMIC_RELAXED);
 	if (!idle)
 		__atomic_add_fetch(&n_repins, 1, __ATOMIC_RELAXED);
@@ -1047,7 +1047,7 @@ static void ring_run(struct zr_uring_ent *e)
 	pthread_setname_np(pthread_self(), name);
 	e->pinned = pin(e->qid);
 	e->unpinned = false;
-	e->small_run = 0;
+	e->bulk_run = e->small_run = 0;
 	/* a queue's first threads find their ring made (disabled) before the
 	 * INIT reply; the threads a queue grows by make theirs */
 	rc = e->ring_fd >= 0 ? ring_enable(e) : ring_setup(e, false);
