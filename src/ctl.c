@@ -89,6 +89,7 @@ static long rss_bytes(void)
 static char *render_stats(struct zr_fs *fs)
 {
 	struct zr_stats s;
+	struct zr_uring_stats us;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -140,15 +141,16 @@ static char *render_stats(struct zr_fs *fs)
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
 	P("busy_poll_leads", zr_session_leads());
 	P("busy_poll_takeovers", zr_session_takeovers());
+	zr_uring_stats(&us);
 	P("uring_active", zr_uring_active());
-	P("uring_requests", zr_uring_requests());
-	P("uring_threads", zr_uring_threads());
-	P("uring_unpins", zr_uring_unpins());
-	P("uring_repins", zr_uring_repins());
-	P("uring_unpinned", zr_uring_unpinned());
-	P("uring_sched_idle", zr_uring_sched_idle());
-	P("uring_sched_switches", zr_uring_sched_switches());
-	P("buffer_trims", zr_session_trims() + zr_uring_trims());
+	P("uring_requests", us.requests);
+	P("uring_threads", us.threads);
+	P("uring_unpins", us.unpins);
+	P("uring_repins", us.repins);
+	P("uring_unpinned", us.unpinned);
+	P("uring_sched_idle", us.sched_idle ? 1 : 0);
+	P("uring_sched_switches", us.sched_switches);
+	P("buffer_trims", zr_session_trims() + us.trims);
 #undef P
 	fclose(f);
 	return buf;

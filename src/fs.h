@@ -458,14 +458,17 @@ bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res);
 void *zr_uring_reply_buf(size_t size);
 bool zr_uring_may_wait(void);
 bool zr_uring_active(void);
-uint64_t zr_uring_requests(void);
-uint64_t zr_uring_trims(void);
-uint64_t zr_uring_threads(void);
-uint64_t zr_uring_unpins(void);
-uint64_t zr_uring_repins(void);
-uint64_t zr_uring_unpinned(void);
-bool zr_uring_sched_idle(void);
-uint64_t zr_uring_sched_switches(void);
+struct zr_uring_stats {
+	uint64_t requests;	/* served through the rings */
+	uint64_t threads;	/* ring threads started */
+	uint64_t unpins;	/* a thread allowed off its CPU for bulk requests */
+	uint64_t repins;	/* and pinned again by small ones */
+	uint64_t unpinned;	/* threads off their CPU now */
+	uint64_t trims;		/* ring buffers idle threads gave back */
+	bool sched_idle;	/* the ring threads run at SCHED_IDLE now */
+	uint64_t sched_switches; /* between SCHED_IDLE and SCHED_OTHER */
+};
+void zr_uring_stats(struct zr_uring_stats *out);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */

@@ -1011,17 +1011,6 @@ static void sched_end(void)
 	set_all(false);
 }
 
-/** Whether the ring threads run at SCHED_IDLE now; the switches so far. */
-bool zr_uring_sched_idle(void)
-{
-	return __atomic_load_n(&sched_idle, __ATOMIC_RELAXED);
-}
-
-uint64_t zr_uring_sched_switches(void)
-{
-	return __atomic_load_n(&n_sched_switches, __ATOMIC_RELAXED);
-}
-
 static void ring_run(struct zr_uring_ent *e);
 
 static void *ring_main(void *arg)
@@ -1275,47 +1264,25 @@ static bool grow_queue(unsigned qid, bool wait)
 	return !wait || wait_stage(n, 2);
 }
 
-/** Ring threads started, the queues' first ones and those they grew by
- * (for the stats). */
-uint64_t zr_uring_threads(void)
+/** zr_uring_stats() - what the rings did so far, for .zramfs/stats
+ * (each field read on its own: no snapshot across them). */
+void zr_uring_stats(struct zr_uring_stats *out)
 {
-	return __atomic_load_n(&n_threads, __ATOMIC_RELAXED);
-}
-
-/** Times a ring thread was unpinned to serve bulk requests (place()). */
-uint64_t zr_uring_unpins(void)
-{
-	return __atomic_load_n(&n_unpins, __ATOMIC_RELAXED);
-}
-
-/** Times one was pinned again because it served small requests. */
-uint64_t zr_uring_repins(void)
-{
-	return __atomic_load_n(&n_repins, __ATOMIC_RELAXED);
-}
-
-/** Ring threads unpinned now. */
-uint64_t zr_uring_unpinned(void)
-{
-	return __atomic_load_n(&n_unpinned, __ATOMIC_RELAXED);
-}
-
-/** Ring buffers idle threads gave back (for the stats). */
-uint64_t zr_uring_trims(void)
-{
-	return __atomic_load_n(&n_trims, __ATOMIC_RELAXED);
+	out->requests = __atomic_load_n(&n_requests, __ATOMIC_RELAXED);
+	/* the queues' first threads and those they grew by */
+	out->threads = __atomic_load_n(&n_threads, __ATOMIC_RELAXED);
+	out->unpins = __atomic_load_n(&n_unpins, __ATOMIC_RELAXED);
+	out->repins = __atomic_load_n(&n_repins, __ATOMIC_RELAXED);
+	out->unpinned = __atomic_load_n(&n_unpinned, __ATOMIC_RELAXED);
+	out->trims = __atomic_load_n(&n_trims, __ATOMIC_RELAXED);
+	out->sched_idle = __atomic_load_n(&sched_idle, __ATOMIC_RELAXED);
+	out->sched_switches = __atomic_load_n(&n_sched_switches, __ATOMIC_RELAXED);
 }
 
 /** Whether requests come through the rings (for the stats and session.c). */
 bool zr_uring_active(void)
 {
 	return __atomic_load_n(&active, __ATOMIC_ACQUIRE);
-}
-
-/** Requests served through the rings (for the stats). */
-uint64_t zr_uring_requests(void)
-{
-	return __atomic_load_n(&n_requests, __ATOMIC_RELAXED);
 }
 
 static void ent_free(struct zr_uring_ent *e)
