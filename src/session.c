@@ -47,6 +47,21 @@
  *    the watchdog takes the role over (a handler that waits on another
  *    request, as lseek's does, relies on this as well as on hands_off()).
  *    The old leader parks when it is done.
+ *  - A parked thread waits on a condition variable of its own, on a stack:
+ *    the role goes to the thread that parked last, whose buffers are the
+ *    likeliest to be in the CPU's caches (the one condition variable all
+ *    shared woke them in turn, 29 threads over one cold read of 512 MiB).
+ *  - A READ of ZR_TRIM_MIN or more is CPU work, decompression and the
+ *    kernel's copy into the page cache. Its leader wakes a successor only
+ *    while fewer threads than CPUs serve such READs; otherwise the role
+ *    stays free, and the first of them that is done reads the next request
+ *    without waking anybody (a successor woken then ran on the CPU of the
+ *    thread that woke it, behind it, while the reader's CPU sat idle). One
+ *    that must wait on the disk says so (zr_session_blocking()) and no
+ *    longer counts; in a burst the watchdog takes a free role too.
+ *    512 MiB held in the tier, read cold with `dd bs=1M` on a 2-vCPU Xeon
+ *    guest: 1.25 GB/s with one condition variable, 1.54 with both changes
+ *    (medians of 12 reads each, interleaved).
  * With the backing directory on tmpfs this took a round trip from about
  * 9.4 to 7.0 µs, and an untar of 10,000 files from 1.8 to 1.5 s
  * (docs/DESIGN-NOTES.md).
@@ -70,10 +85,11 @@
  * every thread sleeps in a blocking read(2) and nothing is given back (a
  * poll(2) with a time limit before it would wake them all at each request).
  *
- * Locking: park_lock protects leader, lead_gen and watchdog; a thread leads
- * while its my_gen equals lead_gen (my_gen is per thread, lead_gen is also
- * read as an atomic without the lock). lead_since is a relaxed atomic
- * written by the leader, read by the watchdog. poll_fd is set before the
+ * Locking: park_lock protects leader, lead_gen, the stack of parked
+ * threads, watcher and n_bulk; a thread leads while its my_gen equals
+ * lead_gen (my_gen is per thread, lead_gen and watcher are also read as
+ * atomics without the lock). lead_since is a relaxed atomic written by the
+ * leader, read by the watchdog. poll_fd and n_cpus are set before the
  * session loop starts.
  */
 #include "config.h"
@@ -83,6 +99,7 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,15 +117,30 @@
 
 static int poll_fd = -1;	/* the (non-blocking) session fd; -1: busy_poll off */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t park_cond;	/* park_lock; CLOCK_MONOTONIC, set up by zr_session_hook() */
 static bool leader;		/* park_lock: a thread leads */
 static uint64_t lead_gen;	/* park_lock (atomic reads): bumped for each new leader */
-static bool watchdog;		/* park_lock (atomic reads): a parked thread
-				 * wakes every ZR_LEAD_CHECK_NS to check */
-static unsigned n_parked;	/* park_lock (atomic reads): threads waiting
-				 * on park_cond to lead (not the watchdog) */
+
+/* A thread waiting in park(): on the stack of parked threads, or the
+ * watchdog. */
+struct zr_parker {
+	pthread_cond_t cond;	/* on park_lock, CLOCK_MONOTONIC */
+	struct zr_parker *up, *down;	/* park_lock: neighbours on the stack */
+	bool stacked;		/* park_lock: on the stack */
+	bool idled;		/* owner only: gave its buffers back in this park() */
+	bool ready;		/* cond is set up (owner only) */
+};
+static __thread struct zr_parker me;
+static struct zr_parker *park_top;	/* park_lock: parked last, woken first */
+static struct zr_parker *park_bottom;	/* park_lock: parked first */
+static struct zr_parker *watcher;	/* park_lock (atomic reads): the parked
+					 * thread that wakes every
+					 * ZR_LEAD_CHECK_NS to check; NULL none */
 static uint64_t lead_since;	/* relaxed atomic: when the leader took its
 				 * request (ns); 0 while it waits for one */
+static unsigned n_cpus = 1;	/* CPUs the daemon may run on; set by zr_session_hook() */
+static unsigned n_bulk;		/* park_lock: threads serving a large READ that
+				 * have not said they wait (my_bulk) */
+static __thread bool my_bulk;	/* this thread counts in n_bulk */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
 static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
@@ -368,6 +400,56 @@ static bool am_leader(void)
 	return my_gen && my_gen == __atomic_load_n(&lead_gen, __ATOMIC_ACQUIRE);
 }
 
+/* Put this thread on the stack of parked threads: on top, or at the
+ * bottom when it has been idle a while. Caller holds park_lock. */
+static void stack_push(bool bottom)
+{
+	me.stacked = true;
+	if (!park_top) {
+		me.up = me.down = NULL;
+		park_top = park_bottom = &me;
+	} else if (bottom) {
+		me.up = park_bottom;
+		me.down = NULL;
+		park_bottom->down = &me;
+		park_bottom = &me;
+	} else {
+		me.up = NULL;
+		me.down = park_top;
+		park_top->up = &me;
+		park_top = &me;
+	}
+}
+
+/* Take @p off the stack, if it is on it. Caller holds park_lock. */
+static void stack_remove(struct zr_parker *p)
+{
+	if (!p->stacked)
+		return;
+	if (p->up)
+		p->up->down = p->down;
+	else
+		park_top = p->down;
+	if (p->down)
+		p->down->up = p->up;
+	else
+		park_bottom = p->up;
+	p->stacked = false;
+}
+
+/* Wake the thread parked last, else the watchdog. Caller holds park_lock. */
+static void wake_one(void)
+{
+	struct zr_parker *p = park_top;
+
+	if (p) {
+		stack_remove(p);
+		pthread_cond_signal(&p->cond);
+	} else if (watcher) {
+		pthread_cond_signal(&watcher->cond);
+	}
+}
+
 /*
  * Give up the leader's role, if this thread still has it. @wake_all:
  * every parked thread wakes (the device failed); else one, to lead.
@@ -377,12 +459,55 @@ static void step_down(bool wake_all)
 	pthread_mutex_lock(&park_lock);
 	if (my_gen == lead_gen) {
 		leader = false;
-		if (wake_all)
-			pthread_cond_broadcast(&park_cond);
-		else
-			pthread_cond_signal(&park_cond);
+		if (wake_all) {
+			while (park_top)
+				wake_one();
+		}
+		wake_one();
 	}
 	my_gen = 0;
+	pthread_mutex_unlock(&park_lock);
+}
+
+/* Whether request @buf of @n bytes is a READ of at least ZR_TRIM_MIN. */
+static bool bulk_read(const void *buf, ssize_t n)
+{
+	const struct fuse_in_header *in = buf;
+
+	return in->opcode == FUSE_READ &&
+	       (size_t)n >= sizeof(*in) + sizeof(struct fuse_read_in) &&
+	       ((const struct fuse_read_in *)(in + 1))->size >= ZR_TRIM_MIN;
+}
+
+/*
+ * Give up the role to serve a large READ. Another thread is woken to lead
+ * only while fewer threads than CPUs serve one: when as many are busy
+ * decompressing, the role stays free for the first of them that is done,
+ * which reads the next request without a wake-up of anybody.
+ */
+static void step_down_bulk(void)
+{
+	pthread_mutex_lock(&park_lock);
+	my_bulk = true;
+	n_bulk++;
+	if (my_gen == lead_gen) {
+		leader = false;
+		if (n_bulk < n_cpus)
+			wake_one();
+	}
+	my_gen = 0;
+	pthread_mutex_unlock(&park_lock);
+}
+
+/* This thread no longer counts as serving a large READ: it is done, or
+ * will wait. If the role is free meanwhile, a parked thread takes it. */
+static void bulk_done(bool waits)
+{
+	pthread_mutex_lock(&park_lock);
+	my_bulk = false;
+	n_bulk--;
+	if (waits && !leader)
+		wake_one();
 	pthread_mutex_unlock(&park_lock);
 }
 
@@ -395,16 +520,23 @@ static void take_lead(void)
 	__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
 }
 
+/* park()'s way out, also when the thread is cancelled in its wait: off the
+ * stack, and park_lock given back. */
 static void unlock_park(void *arg)
 {
 	(void)arg;
+	stack_remove(&me);
+	if (watcher == &me)
+		__atomic_store_n(&watcher, NULL, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&park_lock);
 }
 
 /*
  * Wait until this thread may lead, and take the role: when it is free, or,
  * as the watchdog in a burst, when the leader has been busy with one
- * request for longer than ZR_LEAD_CHECK_NS. libfuse cancels its threads at
+ * request for longer than ZR_LEAD_CHECK_NS. The role goes to the thread
+ * that parked last (wake_one()): its buffers are the ones most likely
+ * still in the CPU's caches and mapped. libfuse cancels its threads at
  * exit, here too: the cleanup handler gives park_lock back.
  */
 static void park(struct zr_fs *fs)
@@ -412,37 +544,50 @@ static void park(struct zr_fs *fs)
 	struct timespec ts;
 	uint64_t since;
 
+	me.idled = false;
+	if (!me.ready) {
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&me.cond, &ca);
+		pthread_condattr_destroy(&ca);
+		me.ready = true;
+	}
 	pthread_mutex_lock(&park_lock);
 	pthread_cleanup_push(unlock_park, NULL);
 	while (leader) {
 		since = __atomic_load_n(&lead_since, __ATOMIC_RELAXED);
-		if (watchdog || (!since && !bursting(fs))) {
+		if (watcher || (!since && !bursting(fs))) {
 			uint64_t left = trim_wanted() ? trim_left_ms() : UINT64_MAX;
 
 			if (!left) {	/* not while others wait for the lock */
 				pthread_mutex_unlock(&park_lock);
 				trim_buffer();
 				pthread_mutex_lock(&park_lock);
+				me.idled = true;
 				continue;
 			}
-			__atomic_add_fetch(&n_parked, 1, __ATOMIC_RELAXED);
+			/* a thread idle long enough to give its buffer
+			 * back is the last one to wake */
+			stack_push(me.idled);
 			if (left != UINT64_MAX) {
 				zr_deadline(&ts, CLOCK_MONOTONIC, left * 1000000ull);
-				pthread_cond_timedwait(&park_cond, &park_lock, &ts);
+				pthread_cond_timedwait(&me.cond, &park_lock, &ts);
 			} else {
-				pthread_cond_wait(&park_cond, &park_lock);
+				pthread_cond_wait(&me.cond, &park_lock);
 			}
-			__atomic_sub_fetch(&n_parked, 1, __ATOMIC_RELAXED);
+			stack_remove(&me);	/* (when it timed out) */
 			continue;
 		}
 		if (since && zr_now_ns() - since > ZR_LEAD_CHECK_NS) {
 			__atomic_add_fetch(&n_takeovers, 1, __ATOMIC_RELAXED);
 			break;	/* the leader is slow: lead instead */
 		}
-		__atomic_store_n(&watchdog, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&watcher, &me, __ATOMIC_RELAXED);
 		zr_deadline(&ts, CLOCK_MONOTONIC, ZR_LEAD_CHECK_NS);
-		pthread_cond_timedwait(&park_cond, &park_lock, &ts);
-		__atomic_store_n(&watchdog, false, __ATOMIC_RELAXED);
+		pthread_cond_timedwait(&me.cond, &park_lock, &ts);
+		__atomic_store_n(&watcher, NULL, __ATOMIC_RELAXED);
 	}
 	take_lead();
 	pthread_cleanup_pop(1);
@@ -490,11 +635,11 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 /* Wake a parked thread to watch the leader if none does. */
 static void need_watchdog(void)
 {
-	if (__atomic_load_n(&watchdog, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&watcher, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&park_lock);
-	if (!watchdog && n_parked)
-		pthread_cond_signal(&park_cond);
+	if (!watcher && park_top)
+		wake_one();
 	pthread_mutex_unlock(&park_lock);
 }
 
@@ -526,6 +671,10 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 		return n;
 	}
 	now = zr_now_ns();
+	if (bulk_read(buf, n)) {
+		step_down_bulk();
+		return n;
+	}
 	if (!bursting(fs) || hands_off(buf, n)) {
 		step_down(false);
 		return n;
@@ -613,6 +762,8 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 
 	rbuf = buf;
 	rbuf_len = len;
+	if (my_bulk)
+		bulk_done(false);
 	if (big_now) {
 		big_last_ms = now_ms;
 		big_now = false;
@@ -741,17 +892,15 @@ int zr_session_hook(struct zr_fs *fs)
 	};
 	int fd = fuse_session_fd(fs->se);
 	int rc = fuse_session_custom_io(fs->se, &io, fd);
-	pthread_condattr_t ca;
+	cpu_set_t cpus;
 	int fl;
 
 	if (rc || !fs->opt->busy_poll)
 		return rc;
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 1)
+		n_cpus = (unsigned)CPU_COUNT(&cpus);
 	/* only once our read hook is in: libfuse's own read takes EAGAIN
 	 * for a fatal error */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&park_cond, &ca);
-	pthread_condattr_destroy(&ca);
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		zr_log(ZR_LOG_INFO, "busy_poll: cannot make the FUSE descriptor non-blocking (%s): off",
@@ -770,6 +919,8 @@ int zr_session_hook(struct zr_fs *fs)
  */
 void zr_session_blocking(void)
 {
+	if (my_bulk)
+		bulk_done(true);
 	if (!in_turn)
 		return;
 	in_turn = false;
