@@ -787,10 +787,16 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	int fd, rc = 0;
 
 	fill_note_read(fs);	/* queued stream copies wait while reads go on */
+	if (!ino->size_valid || (fs->store && !ino->blocks))
+		zr_session_blocking();	/* the attach opens the file, and locks */
 	rc = attach_cached(fs, ino);
 	if (rc)
 		return rc;
-	fd = zr_fd_get(fs, ino);
+	fd = zr_fd_get_cached(fs, ino);
+	if (fd < 0) {
+		zr_session_blocking();	/* the file must be opened again */
+		fd = zr_fd_get(fs, ino);
+	}
 	if (fd < 0)
 		return fd;
 	if (!fs->store) {

@@ -44,9 +44,9 @@ l1=$(zr_stat busy_poll_leads)
 # while as many threads as CPUs decompress. Handed round all threads in
 # turn (one shared condition variable), 29 threads took turns and ran
 # cold in the CPU's caches. First many threads are started (libfuse starts
-# one whenever all are busy: parallel fsyncs keep them so). The busiest
-# ncpu + 2 did 92-99% of the work here, 81% while other tests ran; taken in
-# turn, 32-53%.
+# one whenever all are busy: parallel fsyncs keep them so). On 2 CPUs the
+# 4 busiest did 85-99% of the work, 77-95% with two CPU hogs beside;
+# taken in turn, 32-38%, and 53% with the hogs.
 say "a cold sequential read is served by few threads"
 if ! zr_can_drop_kcache; then
 	say "skipped: cannot drop the page cache here (/proc/sys/vm/drop_caches), so no cold read"
@@ -64,23 +64,30 @@ else
 	done
 	wait "${pids[@]}" || fail "a writer in fsync failed"
 	pid=$(zr_stat pid)
-	nt=$(ls "/proc/$pid/task" | wc -l)
+	# ns each request thread ran (schedstat; not zramfs-wb, -fill and the
+	# like), before and after the read
+	cpu_ns() {
+		local t
+		for t in /proc/"$pid"/task/*; do
+			case $(cat "$t/comm" 2>/dev/null) in zramfs-*) continue ;; esac
+			echo "${t##*/} $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+		done | sort
+	}
+	nt=$(cpu_ns | wc -l)
 	ncpu=$(nproc)
-	top=$((ncpu + 2))
+	top=$(((ncpu < 4 ? ncpu : 4) + 2))
 	[ "$nt" -ge $((top + 4)) ] ||
-		fail "16 writers in fsync at once left the daemon with $nt threads, want >= $((top + 4))"
+		fail "16 writers in fsync at once left the daemon with $nt request threads, want >= $((top + 4))"
 	sleep 1.5	# every thread back and parked
-	# ns each thread ran (schedstat), before and after the read
-	cpu_ns() { for t in /proc/"$pid"/task/*; do echo "${t##*/} $(cut -d' ' -f1 "$t/schedstat")"; done | sort; }
 	cpu_ns >"$ZR_TMP/ns0"
 	zr_drop_kcache
 	[ "$(md5sum <"$ZR_MNT/cold")" = "$sum0" ] || fail "the file reads back changed after a cold read"
 	cpu_ns >"$ZR_TMP/ns1"
-	share=$(join "$ZR_TMP/ns0" "$ZR_TMP/ns1" | awk '{ print $3 - $2 }' | sort -n -r |
+	share=$(join -a 2 -e 0 -o 0,1.2,2.2 "$ZR_TMP/ns0" "$ZR_TMP/ns1" | awk '{ print $3 - $2 }' | sort -n -r |
 		awk -v top="$top" '{ t += $1; if (NR <= top) s += $1 } END { printf "%d", t ? 100 * s / t : 0 }')
 	say "  $nt threads; the $top busiest did $share% of the daemon's CPU time in the read"
-	[ "$share" -ge 75 ] ||
-		fail "the $top busiest of $nt threads did $share% of the work of one cold read, want >= 75%: requests went round the threads"
+	[ "$share" -ge 65 ] ||
+		fail "the $top busiest of $nt threads did $share% of the work of one cold read, want >= 65%: requests went round the threads"
 	rm -f "$ZR_MNT"/sync* "$ZR_MNT/cold"
 fi
 
