@@ -539,7 +539,8 @@ int main(int argc, char *argv[])
 		 * libfuse's default of -1 idle threads keeps every thread it
 		 * started (no create/destroy churn); a limit would make it end
 		 * threads after a request, and with busy_poll a thread that
-		 * leads must come back to read (session.c).
+		 * leads must come back to read (session.c), as must one that
+		 * counts among those serving large READs (n_bulk).
 		 */
 		fuse_loop_cfg_set_max_threads(loop_cfg, 32);
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);

@@ -41,10 +41,11 @@
  *    moves data or may wait on the disk or on other requests (hands_off());
  *    then it hands the role on first. A READ that finds its block missing
  *    from the tier hands it on before its pread (zr_session_blocking()).
- *  - While the leader serves a request in its turn, and throughout a
- *    burst, one parked thread, the watchdog, wakes every ZR_LEAD_CHECK_NS;
- *    when the leader has been busy with one request for longer than that,
- *    the watchdog takes the role over (a handler that waits on another
+ *  - While the leader serves a request in its turn, throughout a burst,
+ *    and while large READs are served (below), one parked thread, the
+ *    watchdog, wakes every ZR_LEAD_CHECK_NS (ZR_LEAD_BULK_NS for large
+ *    READs); when the leader has been busy with one request for longer
+ *    than that, the watchdog takes the role over (a handler that waits on another
  *    request, as lseek's does, relies on this as well as on hands_off()).
  *    The old leader parks when it is done.
  *  - A parked thread waits on a condition variable of its own, on a stack:
@@ -62,7 +63,7 @@
  *    that must wait on the disk hands the role on (zr_session_blocking()).
  *    512 MiB held in the tier, read cold with `dd bs=1M` on a 2-vCPU Xeon
  *    guest: 1.25 GB/s with one condition variable, 1.54 with the stack and
- *    the role left free (medians of 12 reads each, interleaved).
+ *    the READs served in turn (medians of 12 reads each, interleaved).
  * With the backing directory on tmpfs this took a round trip from about
  * 9.4 to 7.0 µs, and an untar of 10,000 files from 1.8 to 1.5 s
  * (docs/DESIGN-NOTES.md).
@@ -87,11 +88,11 @@
  * poll(2) with a time limit before it would wake them all at each request).
  *
  * Locking: park_lock protects leader, lead_gen, the stack of parked
- * threads, watcher and n_bulk; a thread leads while its my_gen equals
- * lead_gen (my_gen is per thread, lead_gen and watcher are also read as
- * atomics without the lock). lead_since is a relaxed atomic written by the
- * leader, read by the watchdog. poll_fd and n_cpus are set before the
- * session loop starts.
+ * threads and watcher; a thread leads while its my_gen equals lead_gen
+ * (my_gen is per thread, lead_gen and watcher are also read as atomics
+ * without the lock). lead_since (with lead_bulk) is an atomic the leader
+ * writes and parking threads read; n_bulk a relaxed atomic counter. poll_fd
+ * and n_cpus are set before the session loop starts.
  */
 #include "config.h"
 
@@ -116,6 +117,11 @@
  * one request before the watchdog takes its role over (ns). */
 #define ZR_LEAD_CHECK_NS 1000000ull
 
+/* The same while large READs are served: one of 512 KiB takes 0.5 ms on a
+ * CPU of its own and twice that on a shared one, and a READ that will wait
+ * on the disk hands the role on itself (zr_session_blocking()). */
+#define ZR_LEAD_BULK_NS 4000000ull
+
 static int poll_fd = -1;	/* the (non-blocking) session fd; -1: busy_poll off */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool leader;		/* park_lock: a thread leads */
@@ -130,6 +136,7 @@ struct zr_parker {
 	bool idled;		/* owner only: gave its buffers back in this park() */
 	bool fresh;		/* owner only: came to park() from a request, not
 				 * woken yet */
+	bool watched;		/* owner only: was the watchdog in this park() */
 	bool ready;		/* cond is set up (owner only) */
 };
 static __thread struct zr_parker me;
@@ -138,8 +145,9 @@ static struct zr_parker *park_bottom;	/* park_lock: parked first */
 static struct zr_parker *watcher;	/* park_lock (atomic reads): the parked
 					 * thread that wakes every
 					 * ZR_LEAD_CHECK_NS to check; NULL none */
-static uint64_t lead_since;	/* relaxed atomic: when the leader took its
-				 * request (ns); 0 while it waits for one */
+static uint64_t lead_since;	/* atomic (release/acquire): when the leader took
+				 * the request it serves in its turn (ns); 0
+				 * while it waits for one */
 static unsigned n_cpus = 1;	/* CPUs the daemon may run on; set by zr_session_hook() */
 static unsigned n_bulk;		/* relaxed atomic: threads serving a large READ
 				 * that have not said they wait (my_bulk) */
@@ -148,7 +156,7 @@ static bool lead_bulk;		/* relaxed atomic: the leader's request in its
 static __thread bool my_bulk;	/* this thread counts in n_bulk */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
-static uint64_t n_leads;	/* relaxed atomic: requests read in a burst */
+static uint64_t n_leads;	/* relaxed atomic: requests served in the leader's turn */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
@@ -250,8 +258,9 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
 /*
  * Whether the leader hands its role on before serving the request in @buf
  * (@n bytes), even in a burst: requests that move data (a READ or WRITE of
- * 64 KiB or more) or may wait on the disk or on other requests (fsync,
- * fallocate, copy_file_range, lseek, truncate, destroy).
+ * 64 KiB or more; a large READ is then served in turn after all when the
+ * CPUs are busy, see next_request()) or may wait on the disk or on other
+ * requests (fsync, fallocate, copy_file_range, lseek, truncate, destroy).
  */
 static bool hands_off(const void *buf, ssize_t n)
 {
@@ -523,9 +532,10 @@ static void unlock_park(void *arg)
 }
 
 /*
- * Wait until this thread may lead, and take the role: when it is free, or,
- * as the watchdog in a burst, when the leader has been busy with one
- * request for longer than ZR_LEAD_CHECK_NS. The role goes to the thread
+ * Wait until this thread may lead, and take the role: when it is free; at
+ * once, on its way back from a request, when the leader serves a large
+ * READ in its turn; or, as the watchdog, when the leader has been busy with
+ * one request for longer than the limit. The role goes to the thread
  * that parked last (wake_one()): its buffers are the ones most likely
  * still in the CPU's caches and mapped. libfuse cancels its threads at
  * exit, here too: the cleanup handler gives park_lock back.
@@ -537,6 +547,7 @@ static void park(struct zr_fs *fs)
 
 	me.idled = false;
 	me.fresh = true;
+	me.watched = false;
 	if (!me.ready) {
 		pthread_condattr_t ca;
 
@@ -549,8 +560,16 @@ static void park(struct zr_fs *fs)
 	pthread_mutex_lock(&park_lock);
 	pthread_cleanup_push(unlock_park, NULL);
 	while (leader) {
+		uint64_t limit;
+		bool bulk;
+
+		/* pairs with need_watchdog()'s: a watchdog that stops sees
+		 * the request its leader serves, or the leader sees that
+		 * no watchdog is left */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		since = __atomic_load_n(&lead_since, __ATOMIC_ACQUIRE);
-		if (since && me.fresh && __atomic_load_n(&lead_bulk, __ATOMIC_RELAXED))
+		bulk = __atomic_load_n(&lead_bulk, __ATOMIC_RELAXED);
+		if (since && bulk && me.fresh)
 			break;	/* the leader decompresses: read on for it */
 		me.fresh = false;
 		if (watcher || (!since && !bursting(fs) &&
@@ -565,8 +584,8 @@ static void park(struct zr_fs *fs)
 				continue;
 			}
 			/* a thread idle long enough to give its buffer
-			 * back is the last one to wake */
-			stack_push(me.idled);
+			 * back, or that watched, is the last one to wake */
+			stack_push(me.idled || me.watched);
 			if (left != UINT64_MAX) {
 				zr_deadline(&ts, CLOCK_MONOTONIC, left * 1000000ull);
 				pthread_cond_timedwait(&me.cond, &park_lock, &ts);
@@ -576,12 +595,16 @@ static void park(struct zr_fs *fs)
 			stack_remove(&me);	/* (when it timed out) */
 			continue;
 		}
-		if (since && zr_now_ns() - since > ZR_LEAD_CHECK_NS) {
+		/* a large READ, or a watch kept only for large READs to
+		 * come, gets the longer limit */
+		limit = (since ? bulk : !bursting(fs)) ? ZR_LEAD_BULK_NS : ZR_LEAD_CHECK_NS;
+		if (since && zr_now_ns() - since > limit) {
 			__atomic_add_fetch(&n_takeovers, 1, __ATOMIC_RELAXED);
 			break;	/* the leader is slow: lead instead */
 		}
+		me.watched = true;
 		__atomic_store_n(&watcher, &me, __ATOMIC_RELAXED);
-		zr_deadline(&ts, CLOCK_MONOTONIC, ZR_LEAD_CHECK_NS);
+		zr_deadline(&ts, CLOCK_MONOTONIC, limit);
 		pthread_cond_timedwait(&me.cond, &park_lock, &ts);
 		__atomic_store_n(&watcher, NULL, __ATOMIC_RELAXED);
 	}
@@ -631,6 +654,7 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 /* Wake a parked thread to watch the leader if none does. */
 static void need_watchdog(void)
 {
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);	/* (see park()) */
 	if (__atomic_load_n(&watcher, __ATOMIC_RELAXED))
 		return;
 	pthread_mutex_lock(&park_lock);
@@ -681,10 +705,16 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	/* serve it in our turn, watched */
 	__atomic_store_n(&lead_bulk, bulk, __ATOMIC_RELAXED);
 	__atomic_store_n(&lead_since, now, __ATOMIC_RELEASE);
-	if (!am_leader())
-		return n;	/* taken over meanwhile: lead_since is the new leader's */
-	if (!bulk)
-		__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
+	if (!am_leader()) {
+		/* taken over meanwhile: take our time back, unless the new
+		 * leader has set its own */
+		uint64_t mine = now;
+
+		__atomic_compare_exchange_n(&lead_since, &mine, 0, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		return n;
+	}
+	__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
 	in_turn = true;
 	need_watchdog();
 	return n;
@@ -929,8 +959,8 @@ void zr_session_blocking(void)
 	step_down(false);
 }
 
-/** Requests the leader read and served in its own turn, in a burst (for
- * the stats). */
+/** Requests the leader read and served in its own turn: in a burst, or
+ * large READs while the CPUs are busy (for the stats). */
 uint64_t zr_session_leads(void)
 {
 	return __atomic_load_n(&n_leads, __ATOMIC_RELAXED);

@@ -30,6 +30,18 @@ burst() {
 # cpu_ticks: user + system clock ticks of the daemon so far
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(zr_stat pid)/stat"; }
 
+# req_switches: voluntary context switches of the daemon's request threads
+# so far (not zramfs-wb, -fill and the like)
+req_switches() {
+	local t n=0 c
+	for t in /proc/"$(zr_stat pid)"/task/*; do
+		case $(cat "$t/comm" 2>/dev/null) in zramfs-*) continue ;; esac
+		c=$(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status" 2>/dev/null)
+		n=$((n + ${c:-0}))
+	done
+	echo "$n"
+}
+
 say "default: the burst is served by the poller"
 zr_mount "" "$B" "$M"
 [ "$(zr_config busy_poll)" = 20 ] || fail "config shows busy_poll '$(zr_config busy_poll)', want 20"
@@ -40,8 +52,9 @@ l1=$(zr_stat busy_poll_leads)
 	fail "the poller read $((l1 - l0)) requests of a 500-file burst (about 6500), want >= 2000"
 
 # A cold sequential read (sent as READs of 512 KiB) must be served by few
-# threads: the role goes to the thread that parked last, and is left free
-# while as many threads as CPUs decompress. Handed round all threads in
+# threads: the role goes to the thread that parked last, and while as many
+# threads as CPUs decompress, the leader serves its READ in its turn and a
+# thread coming back from one reads on. Handed round all threads in
 # turn (one shared condition variable), 29 threads took turns and ran
 # cold in the CPU's caches. First many threads are started (libfuse starts
 # one whenever all are busy: parallel fsyncs keep them so). On 2 CPUs the
@@ -55,10 +68,11 @@ else
 	zr_mount "seq_cutoff=0" "$B" "$M"
 	head -c $((48 << 20)) /dev/urandom | base64 -w 0 >"$ZR_MNT/cold"	# 64 MiB
 	sum0=$(md5sum <"$ZR_MNT/cold")
+	head -c $((1 << 20)) /dev/urandom >"$ZR_TMP/rand"	# (zeros would not reach the disk)
 	pids=()
-	for i in $(seq 16); do
+	for i in $(seq 24); do
 		(for k in 1 2 3; do
-			dd if=/dev/zero of="$ZR_MNT/sync$i" bs=64k count=4 conv=fsync status=none
+			dd if="$ZR_TMP/rand" of="$ZR_MNT/sync$i" bs=64k count=16 conv=fsync status=none
 		done) &
 		pids+=($!)
 	done
@@ -77,7 +91,7 @@ else
 	ncpu=$(nproc)
 	top=$(((ncpu < 4 ? ncpu : 4) + 2))
 	[ "$nt" -ge $((top + 4)) ] ||
-		fail "16 writers in fsync at once left the daemon with $nt request threads, want >= $((top + 4))"
+		fail "24 writers in fsync at once left the daemon with $nt request threads, want >= $((top + 4))"
 	sleep 1.5	# every thread back and parked
 	cpu_ns >"$ZR_TMP/ns0"
 	zr_drop_kcache
@@ -89,14 +103,47 @@ else
 	[ "$share" -ge 65 ] ||
 		fail "the $top busiest of $nt threads did $share% of the work of one cold read, want >= 65%: requests went round the threads"
 	rm -f "$ZR_MNT"/sync* "$ZR_MNT/cold"
+
+	# with one CPU (a daemon started under taskset) every large READ is
+	# served in the leader's turn: busy_poll_leads counts them
+	say "one CPU: a cold read's READs are served in the leader's turn"
+	zr_umount
+	cpus=$(taskset -cp $$ | awk '{ print $NF }')
+	cpu1=${cpus%%[,-]*}
+	taskset -cp "$cpu1" $$ >/dev/null || fail "taskset cannot put this shell on CPU $cpu1"
+	zr_mount "seq_cutoff=0" "$B" "$M"
+	taskset -cp "$cpus" $$ >/dev/null || fail "taskset cannot give this shell CPUs $cpus back"
+	head -c $((48 << 20)) /dev/urandom | base64 -w 0 >"$ZR_MNT/cold"	# 128 READs
+	sum0=$(md5sum <"$ZR_MNT/cold")
+	zr_drop_kcache
+	l0=$(zr_stat busy_poll_leads)
+	[ "$(md5sum <"$ZR_MNT/cold")" = "$sum0" ] || fail "the file reads back changed after a cold read (one CPU)"
+	l1=$(zr_stat busy_poll_leads)
+	say "  busy_poll_leads grew by $((l1 - l0))"
+	[ $((l1 - l0)) -ge 64 ] ||
+		fail "a cold read of 64 MiB on a one-CPU daemon: busy_poll_leads grew by $((l1 - l0)), want >= 64 (its READs served in turn)"
+	rm -f "$ZR_MNT/cold"
+	sleep 1.5
+	w0=$(req_switches)
+	sleep 2
+	w1=$(req_switches)
+	# (a watchdog left running wakes 250-1000 times a second)
+	[ $((w1 - w0)) -le 40 ] ||
+		fail "after a cold read the idle daemon's request threads woke $((w1 - w0)) times in 2 s: a watchdog still runs"
+	zr_umount
+	zr_mount "" "$B" "$M"
 fi
 
 say "idle after the burst: nothing polls"
 sleep 1.5
 t0=$(cpu_ticks)
+w0=$(req_switches)
 sleep 2
 t1=$(cpu_ticks)
+w1=$(req_switches)
 [ $((t1 - t0)) -le 10 ] || fail "the idle daemon used $((t1 - t0)) ticks of CPU in 2 s: still polling"
+# (a watchdog left running wakes 250-1000 times a second)
+[ $((w1 - w0)) -le 40 ] || fail "the idle daemon's request threads woke $((w1 - w0)) times in 2 s: a watchdog still runs"
 
 say "lseek and fsync in the middle of a burst"
 (
