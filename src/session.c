@@ -45,8 +45,9 @@
  *    and while large READs are served (below), one parked thread, the
  *    watchdog, wakes every ZR_LEAD_CHECK_NS (ZR_LEAD_BULK_NS for large
  *    READs); when the leader has been busy with one request for longer
- *    than that, the watchdog takes the role over (a handler that waits on another
- *    request, as lseek's does, relies on this as well as on hands_off()).
+ *    than that, the watchdog takes the role over (a handler that waits on
+ *    another request, as lseek's does, relies on this as well as on
+ *    hands_off()).
  *    The old leader parks when it is done.
  *  - A parked thread waits on a condition variable of its own, on a stack:
  *    the role goes to the thread that parked last, whose buffers are the
@@ -143,8 +144,8 @@ static __thread struct zr_parker me;
 static struct zr_parker *park_top;	/* park_lock: parked last, woken first */
 static struct zr_parker *park_bottom;	/* park_lock: parked first */
 static struct zr_parker *watcher;	/* park_lock (atomic reads): the parked
-					 * thread that wakes every
-					 * ZR_LEAD_CHECK_NS to check; NULL none */
+					 * thread that wakes now and then to
+					 * check (the watchdog); NULL none */
 static uint64_t lead_since;	/* atomic (release/acquire): when the leader took
 				 * the request it serves in its turn (ns); 0
 				 * while it waits for one */
@@ -415,7 +416,8 @@ static bool am_leader(void)
 }
 
 /* Put this thread on the stack of parked threads: on top, or at the
- * bottom when it has been idle a while. Caller holds park_lock. */
+ * bottom when it has been idle a while or was the watchdog. Caller holds
+ * park_lock. */
 static void stack_push(bool bottom)
 {
 	me.stacked = true;
