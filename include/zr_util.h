@@ -3,6 +3,7 @@
 #ifndef ZR_UTIL_H
 #define ZR_UTIL_H
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,6 +59,11 @@ int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out);
  * @return 0 or -EINVAL/-ERANGE.
  */
 int zr_parse_duration_ms(const char *s, uint64_t *out);
+
+/** The CPUs this process may run on (a taskset or cpuset it was started
+ * under holds) into @set: all of them if they cannot be read.
+ * @return how many, at least 1. */
+unsigned zr_daemon_cpus(cpu_set_t *set);
 
 /** Physical RAM of the machine in bytes (MemTotal, from sysconf), whatever
  * the cgroup's limit. 0 if unknown. */

@@ -196,12 +196,20 @@ out:
 	return rc;
 }
 
+/* Whether @ino must be attached before its data is used: its size read
+ * and its tier file made. (Read without ino->lock: zr_data_attach()
+ * decides under it.) */
+static bool attach_needed(struct zr_fs *fs, struct zr_inode *ino)
+{
+	return !ino->size_valid || (fs->store && !ino->blocks);
+}
+
 /* Attach through the fd cache. */
 static int attach_cached(struct zr_fs *fs, struct zr_inode *ino)
 {
 	int fd, rc;
 
-	if (ino->size_valid && (ino->blocks || !fs->store))
+	if (!attach_needed(fs, ino))
 		return 0;
 	fd = zr_fd_get(fs, ino);
 	if (fd < 0)
@@ -787,7 +795,7 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	int fd, rc = 0;
 
 	fill_note_read(fs);	/* queued stream copies wait while reads go on */
-	if (!ino->size_valid || (fs->store && !ino->blocks))
+	if (attach_needed(fs, ino))
 		zr_session_blocking();	/* the attach opens the file, and locks */
 	rc = attach_cached(fs, ino);
 	if (rc)

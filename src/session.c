@@ -102,7 +102,6 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,10 +257,10 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
 
 /*
  * Whether the leader hands its role on before serving the request in @buf
- * (@n bytes), even in a burst: requests that move data (a READ or WRITE of
- * 64 KiB or more; a large READ is then served in turn after all when the
- * CPUs are busy, see next_request()) or may wait on the disk or on other
- * requests (fsync, fallocate, copy_file_range, lseek, truncate, destroy).
+ * (@n bytes), even in a burst: requests that move data (a WRITE of 64 KiB
+ * or more; large READs are bulk_read()'s) or may wait on the disk or on
+ * other requests (fsync, fallocate, copy_file_range, lseek, truncate,
+ * destroy).
  */
 static bool hands_off(const void *buf, ssize_t n)
 {
@@ -269,12 +268,9 @@ static bool hands_off(const void *buf, ssize_t n)
 	size_t body = (size_t)n - sizeof(*in);
 
 	switch (in->opcode) {
-	case FUSE_READ:
-		return body >= sizeof(struct fuse_read_in) &&
-		       ((const struct fuse_read_in *)(in + 1))->size >= 65536;
 	case FUSE_WRITE:
 		return body >= sizeof(struct fuse_write_in) &&
-		       ((const struct fuse_write_in *)(in + 1))->size >= 65536;
+		       ((const struct fuse_write_in *)(in + 1))->size >= ZR_TRIM_MIN;
 	case FUSE_SETATTR:
 		return body >= sizeof(struct fuse_setattr_in) &&
 		       (((const struct fuse_setattr_in *)(in + 1))->valid & FATTR_SIZE);
@@ -930,8 +926,7 @@ int zr_session_hook(struct zr_fs *fs)
 
 	if (rc || !fs->opt->busy_poll)
 		return rc;
-	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > 1)
-		n_cpus = (unsigned)CPU_COUNT(&cpus);
+	n_cpus = zr_daemon_cpus(&cpus);
 	/* only once our read hook is in: libfuse's own read takes EAGAIN
 	 * for a fatal error */
 	fl = fcntl(fd, F_GETFL);

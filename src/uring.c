@@ -1361,9 +1361,7 @@ int zr_uring_prepare(struct zr_fs *fs, size_t max_payload)
 	stopping = false;
 	/* where an unpinned ring thread may run: where the daemon may (a
 	 * taskset it was started under holds) */
-	if (sched_getaffinity(0, sizeof(any_cpu), &any_cpu) != 0)
-		memset(&any_cpu, 0xff, sizeof(any_cpu));
-	can_widen = CPU_COUNT(&any_cpu) > 1;
+	can_widen = zr_daemon_cpus(&any_cpu) > 1;
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (stop_fd < 0)
 		return -errno;

@@ -225,6 +225,16 @@ int zr_mem_headroom(uint64_t *headroom, uint64_t *scale)
 	return h.room == UINT64_MAX ? -ENOENT : 0;
 }
 
+unsigned zr_daemon_cpus(cpu_set_t *set)
+{
+	int n;
+
+	if (sched_getaffinity(0, sizeof(*set), set) != 0)
+		memset(set, 0xff, sizeof(*set));
+	n = CPU_COUNT(set);
+	return n > 0 ? (unsigned)n : 1;
+}
+
 uint64_t zr_phys_ram_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);

@@ -30,12 +30,20 @@ burst() {
 # cpu_ticks: user + system clock ticks of the daemon so far
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$(zr_stat pid)/stat"; }
 
-# req_switches: voluntary context switches of the daemon's request threads
-# so far (not zramfs-wb, -fill and the like)
-req_switches() {
-	local t n=0 c
+# req_tasks: the /proc task directories of the daemon's request threads
+# (not zramfs-wb, -fill and the like)
+req_tasks() {
+	local t
 	for t in /proc/"$(zr_stat pid)"/task/*; do
 		case $(cat "$t/comm" 2>/dev/null) in zramfs-*) continue ;; esac
+		echo "$t"
+	done
+}
+
+# req_switches: voluntary context switches of the request threads so far
+req_switches() {
+	local t n=0 c
+	for t in $(req_tasks); do
 		c=$(awk '/^voluntary_ctxt_switches:/ { print $2 }' "$t/status" 2>/dev/null)
 		n=$((n + ${c:-0}))
 	done
@@ -77,13 +85,10 @@ else
 		pids+=($!)
 	done
 	wait "${pids[@]}" || fail "a writer in fsync failed"
-	pid=$(zr_stat pid)
-	# ns each request thread ran (schedstat; not zramfs-wb, -fill and the
-	# like), before and after the read
+	# ns each request thread ran (schedstat), before and after the read
 	cpu_ns() {
 		local t
-		for t in /proc/"$pid"/task/*; do
-			case $(cat "$t/comm" 2>/dev/null) in zramfs-*) continue ;; esac
+		for t in $(req_tasks); do
 			echo "${t##*/} $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
 		done | sort
 	}
