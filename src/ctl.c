@@ -123,6 +123,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("files", s.files);
 	P("bytes_read_backing", zr_stat_read(&fs->bytes_read_backing));
 	P("bytes_written_backing", zr_stat_read(&fs->bytes_written_backing));
+	P("bytes_written_direct", zr_stat_read(&fs->bytes_written_direct));
 	P("pid", getpid());
 	P("rss_bytes", rss_bytes());
 	P("fds_open", fs->nfds);
@@ -203,6 +204,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "default_permissions %d\n", o->default_permissions);
 	fprintf(f, "xattr %s\n", o->no_xattr ? "off" : "on");
 	fprintf(f, "uring %s\n", o->uring ? "on" : "off");
+	fprintf(f, "stream_direct %s\n", o->no_stream_direct ? "off" : "on");
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	fclose(f);
 	return buf;

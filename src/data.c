@@ -1336,22 +1336,140 @@ static void trim_past_size(struct zr_inode *ino, int fd)
 		(void)ftruncate(fd, (off_t)size);
 }
 
+/* O_DIRECT writes here have their offset, length and memory aligned to
+ * this: the largest logical block size of common disks. A backing
+ * filesystem that wants more refuses with EINVAL, and then gets none. */
+#define ZR_DIRECT_ALIGN 4096
+
+/*
+ * Whether a stream's bytes should go to the backing file around its page
+ * cache (O_DIRECT): when the tier will not keep a copy of them, because it
+ * is tight or the file does not compress. The kernel holds those bytes in
+ * our mount's page cache already; a second copy in the backing file's page
+ * cache is RAM spent twice, and a copy more for the daemon to make. A copy
+ * the tier keeps is read back from the backing file (fill_drain), so those
+ * streams stay in its page cache. Files under the backing directory that
+ * are on another filesystem (a mount inside it) are not probed: they keep
+ * it too.
+ */
+static bool direct_wanted(struct zr_fs *fs, struct zr_inode *ino)
+{
+	return !fs->opt->no_stream_direct &&
+	       __atomic_load_n(&fs->direct_ok, __ATOMIC_RELAXED) >= 0 &&
+	       ino->key.dev == fs->backing_dev &&
+	       (tier_tight(fs) ||
+		__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) >= ZR_RAW_RUN);
+}
+
+/* Streams go through the backing page cache from now on (@why). */
+static void direct_off(struct zr_fs *fs, const char *why)
+{
+	if (__atomic_exchange_n(&fs->direct_ok, -1, __ATOMIC_RELAXED) >= 0)
+		zr_log(ZR_LOG_INFO, "streams go to the backing files through their page cache: %s",
+		       why);
+}
+
+/*
+ * Whether the backing filesystem does direct I/O, asked once, of the file
+ * @fd on it: statx() tells its alignment. A filesystem that takes O_DIRECT
+ * but caches all the same (tmpfs), or has no such thing (NFS and FUSE, where
+ * the close of a second descriptor may flush the file), gives none.
+ * @return true when streams may go with O_DIRECT.
+ */
+static bool direct_probe(struct zr_fs *fs, int fd)
+{
+	int ok = __atomic_load_n(&fs->direct_ok, __ATOMIC_RELAXED);
+#ifdef STATX_DIOALIGN
+	struct statx stx;
+
+	if (ok)
+		return ok > 0;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0)
+		return false;	/* asked again next time */
+	if (!(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_offset_align) {
+		direct_off(fs, "its filesystem does no direct I/O");
+		return false;
+	}
+	if (stx.stx_dio_offset_align > ZR_DIRECT_ALIGN ||
+	    stx.stx_dio_mem_align > ZR_DIRECT_ALIGN) {
+		direct_off(fs, "its filesystem wants direct I/O aligned to more than 4 KiB");
+		return false;
+	}
+	__atomic_store_n(&fs->direct_ok, 1, __ATOMIC_RELAXED);
+	return true;
+#else
+	if (!ok)
+		direct_off(fs, "this build cannot ask the filesystem (no STATX_DIOALIGN)");
+	return false;
+#endif
+}
+
+/*
+ * Write @len bytes from @src at @off to the backing file @fd around its
+ * page cache: through a second open file description of it with O_DIRECT
+ * (@fd's status flags are shared by every thread that uses it). Waits for
+ * the disk, so the session is told first. @return 0 written, 1 when it
+ * cannot be done (not aligned, the backing filesystem does no direct I/O,
+ * or the file cannot be opened again: the caller writes through the page
+ * cache), or -errno of the write.
+ */
+static int direct_pwrite(struct zr_fs *fs, int fd, const char *src, size_t len, uint64_t off)
+{
+	char path[32];
+	int dfd, rc;
+
+	if (((uintptr_t)src | off | len) % ZR_DIRECT_ALIGN || !direct_probe(fs, fd))
+		return 1;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (dfd < 0) {
+		if (errno == EINVAL)
+			direct_off(fs, "its filesystem refuses O_DIRECT");
+		return 1;
+	}
+	zr_session_blocking();
+	rc = full_pwrite(dfd, src, len, (off_t)off);
+	close(dfd);
+	if (rc == -EINVAL) {
+		/* refused before it wrote: nothing is half done */
+		direct_off(fs, "its filesystem refused an O_DIRECT write");
+		return 1;
+	}
+	return rc;
+}
+
+/* How to_backing() writes. */
+enum zr_to_backing {
+	ZR_TB_STREAM,	/* a stream's bytes (or an incompressible file's): they
+			 * count for kick_writeback(), and go around the page
+			 * cache when direct_wanted() */
+	ZR_TB_AROUND,	/* a write-around's: neither (its rewrites the backing
+			 * page cache may absorb) */
+	ZR_TB_THROUGH,	/* writethrough's: they count, but go through the page
+			 * cache (the tier keeps a copy) */
+};
+
 /*
  * Write @len bytes from @src at @off of @ino, in blocks [@idx, @idx +
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
- * from landing after our pwrite. @kick: count the bytes for
- * kick_writeback() (a stream's; not a write-around's, whose rewrites the
- * backing page cache may absorb). @return 0 or -errno.
+ * from landing after our pwrite. @how: see enum zr_to_backing.
+ * @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
-		      uint64_t idx, uint64_t nblk, bool kick)
+		      uint64_t idx, uint64_t nblk, enum zr_to_backing how)
 {
-	int rc;
+	bool direct = false;
+	int rc = 1;
 
 	zr_file_io_lock(ino->blocks);
-	rc = full_pwrite(fd, src, len, (off_t)off);
+	if (how == ZR_TB_STREAM && direct_wanted(fs, ino))
+		rc = direct_pwrite(fs, fd, src, len, off);
+	if (rc == 1)
+		rc = full_pwrite(fd, src, len, (off_t)off);
+	else
+		direct = rc == 0;
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -1364,15 +1482,19 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, off + len);
-		if (kick)
+		if (direct)
+			zr_stat_add(&fs->bytes_written_direct, len);
+		else if (how != ZR_TB_AROUND)
 			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
 
 /*
- * Write @len bytes at @off. Caller holds ino->lock: shared when @off and
- * @len are whole blocks, else exclusive; @fd is the file's fd.
+ * Write @len bytes from @data at @off. Caller holds ino->lock: shared when
+ * @off and @len are whole blocks, else exclusive; @fd is the file's fd.
+ * @data, when it lies in this thread's request buffer, may be moved within
+ * it for O_DIRECT (zr_session_align); the caller does not read it after.
  * @writepage: the kernel flushes its writeback cache; it ignores a short
  * count there, so the error that stopped the write is returned instead
  * (the kernel then fails the writer's fsync and close with it).
@@ -1380,7 +1502,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
  * not @writepage) or -errno.
  */
 static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
-				 const char *data, size_t len, uint64_t off,
+				 char *data, size_t len, uint64_t off,
 				 bool writepage)
 {
 	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
@@ -1392,6 +1514,14 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (!blk)
 		return -ENOMEM;
 	bypass = seq_bypass(fs, ino, off, len);
+	if (bypass && !wt && len >= bs && direct_wanted(fs, ino)) {
+		/* whole blocks of the stream may go with O_DIRECT: put the
+		 * payload where a block's start is aligned in memory too */
+		char *moved = zr_session_align(data, len, (uintptr_t)off, ZR_DIRECT_ALIGN);
+
+		if (moved)
+			data = moved;
+	}
 	if (ZR_UNLIKELY(__atomic_load_n(&ino->has_caps, __ATOMIC_RELAXED) &&
 			!__atomic_load_n(&ino->caps_kill_failed, __ATOMIC_RELAXED))) {
 		/* when it cannot go (a daemon without CAP_SETFCAP), it stays
@@ -1447,7 +1577,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			run = n;
 		}
 		if (run > 0) {
-			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun, !around);
+			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun,
+					around ? ZR_TB_AROUND : ZR_TB_STREAM);
 			if (rc == 0 && around) {
 				zr_stat_add(&fs->written_around, run);
 				pos += run;
@@ -1500,7 +1631,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			/* streaming past seq_cutoff, or writethrough: to disk now */
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
-			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1, true);
+			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1,
+					wt ? ZR_TB_THROUGH : ZR_TB_STREAM);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough at once,
 				 * when the tier has room or makes it (as the
@@ -1585,7 +1717,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
  * @return bytes written (short when an error stopped the write, or at the
  * backing filesystem's largest file size) or -errno.
  */
-static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, const char *data,
+static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 			  size_t len, uint64_t off, bool writepage)
 {
 	bool too_big = false;
@@ -1640,7 +1772,7 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	size_t len = fuse_buf_size(bufv);
-	const char *data;
+	char *data;
 	char *copy = NULL;
 	ssize_t n;
 
@@ -1660,7 +1792,7 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		return;
 	}
 	if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
-		data = (const char *)bufv->buf[0].mem + bufv->off;
+		data = (char *)bufv->buf[0].mem + bufv->off;
 	} else {
 		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
 

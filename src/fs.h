@@ -54,7 +54,7 @@ struct zr_options {
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
 	char *low_wm_str, *max_fds_str, *read_ahead_str, *max_read_str, *cpu_latency_str;
-	char *busy_poll_str, *xattr_str, *uring_str;
+	char *busy_poll_str, *xattr_str, *uring_str, *stream_direct_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
@@ -66,6 +66,7 @@ struct zr_options {
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */
 	bool no_xattr;			/* xattr=off: xattr requests answered ENOSYS */
 	bool uring;			/* uring=on: ask for FUSE over io_uring */
+	bool no_stream_direct;		/* stream_direct=off: streams never go with O_DIRECT */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, allow_root, default_permissions, no_default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -274,6 +275,13 @@ struct zr_fs {
 	uint64_t fill_thread_copies;	/* those of them the fill thread made */
 	uint64_t written_around;	/* bytes of partial-block writes sent to the
 					 * backing file while the tier was full */
+	uint64_t bytes_written_direct;	/* bytes of streams written to the backing
+					 * file with O_DIRECT (data.c: direct_pwrite) */
+	int direct_ok;			/* relaxed atomic: streams of files on the
+					 * backing filesystem may go with O_DIRECT:
+					 * 1 yes, -1 no (stream_direct=off, or it
+					 * refused), 0 not probed yet (data.c:
+					 * direct_probe) */
 	uint64_t misses_not_kept;	/* read misses not kept in the full tier
 					 * (data.c: read_admit) */
 	uint32_t *ghost;		/* relaxed atomics: tags of recent misses not
@@ -475,6 +483,7 @@ uint64_t zr_session_takeovers(void);
 uint64_t zr_session_trims(void);
 void *zr_session_reply_buf(size_t size);
 void zr_session_blocking(void);
+char *zr_session_align(char *p, size_t len, uintptr_t phase, size_t align);
 
 /* cpulat.c */
 int zr_cpulat_start(struct zr_fs *fs);

@@ -60,6 +60,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("busy_poll=%s", busy_poll_str),
 	ZR_OPT("xattr=%s", xattr_str),
 	ZR_OPT("uring=%s", uring_str),
+	ZR_OPT("stream_direct=%s", stream_direct_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -359,6 +360,14 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->uring_str, "");
 		o->uring = word;
 	}
+	if (o->stream_direct_str) {
+		static const struct word w[] = { { "on", 0 }, { "off", 1 }, { NULL, 0 } };
+
+		if (pick_word(o->stream_direct_str, w, &word))
+			return bad(pc, "invalid value '%s' for stream_direct: expected on or off%s",
+				   o->stream_direct_str, "");
+		o->no_stream_direct = word;
+	}
 	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
 		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
 			   o->high_wm_str, "");
@@ -500,7 +509,7 @@ void zr_options_free(struct zr_options *o)
 		&o->block_size_str, &o->min_saving_str, &o->policy_str,
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
 		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->max_read_str, &o->cpu_latency_str,
-		&o->busy_poll_str, &o->xattr_str, &o->uring_str,
+		&o->busy_poll_str, &o->xattr_str, &o->uring_str, &o->stream_direct_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -539,6 +548,9 @@ void zr_options_help(const char *prog)
 	       "    -o dirty_expire=TIME   age after which dirty data is written back: ms/s/m (30s)\n"
 	       "    -o seq_cutoff=SIZE     sequential streams longer than this bypass the tier,\n"
 	       "                           0 disables (4m)\n"
+	       "    -o stream_direct=on|off  on: a stream the tier keeps no copy of goes to the\n"
+	       "                           backing file with O_DIRECT where its filesystem takes\n"
+	       "                           it, not cached twice (on)\n"
 	       "    -o cache=MODE          writeback|writethrough|none (writeback); none = plain\n"
 	       "                           passthrough, no compressed tier\n"
 	       "    -o high_wm=PCT         usage of size where background reclaim starts (90)\n"

@@ -956,6 +956,37 @@ void zr_session_blocking(void)
 	step_down(false);
 }
 
+/**
+ * zr_session_align() - move the @len bytes at @p, which lie in the request
+ * buffer this thread read its request into, to the first address at or
+ * after @p that is congruent to @phase modulo @align (a power of two), so
+ * that they can be written with O_DIRECT. libfuse's buffer is a malloc()
+ * of max_write and a page for the headers, read from its start, so a
+ * WRITE's payload follows its 80 bytes of headers and a move of less than
+ * @align bytes fits. The bytes before @p (the request's headers) stay;
+ * what was at @p may be overwritten.
+ * @return the new address of the bytes, @p when it is congruent already,
+ * or NULL when @p is not in this thread's request buffer (io_uring's
+ * payload buffers are not) or the buffer has no room after it.
+ */
+char *zr_session_align(char *p, size_t len, uintptr_t phase, size_t align)
+{
+	uintptr_t skip = (phase - (uintptr_t)p) & (align - 1);
+	size_t at;
+
+	if (!skip)
+		return p;
+	if (!rbuf || p < rbuf || p > rbuf + rbuf_len)
+		return NULL;
+	at = (size_t)(p - rbuf);
+	if (len > rbuf_len - at || skip > rbuf_len - at - len)
+		return NULL;
+	memmove(p + skip, p, len);
+	if (at + skip + len > rbuf_used)
+		rbuf_used = at + skip + len;	/* for the trim */
+	return p + skip;
+}
+
 /** Requests the leader read and served in its own turn: in a burst, or
  * large READs while the CPUs are busy (for the stats). */
 uint64_t zr_session_leads(void)

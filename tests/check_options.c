@@ -155,6 +155,7 @@ static const struct {
 	{ "min_saving=12.5%", "min_saving" },
 	{ "max_fds=0x100", "max_fds" },
 	{ "xattr=maybe", "xattr" },
+	{ "stream_direct=1", "stream_direct" },
 	{ "dirty_expire=1e3", "dirty_expire" },
 	{ "max_fds=3", "max_fds" },
 	{ "read_ahead=1k", "read_ahead" },

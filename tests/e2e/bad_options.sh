@@ -18,7 +18,7 @@ echo "not a directory" >"$F"
 say "--help and --version"
 "$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
 for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
-	policy= dirty_expire= seq_cutoff= cache= read_ahead= max_read= cpu_latency= busy_poll= xattr= uring= allow_other; do
+	policy= dirty_expire= seq_cutoff= cache= read_ahead= max_read= cpu_latency= busy_poll= xattr= uring= stream_direct= allow_other; do
 	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
 done
 "$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
@@ -128,6 +128,7 @@ refused "cpu_latency&-5" -o cpu_latency=-5 "$B" "$M"
 refused "busy_poll&5000" -o busy_poll=5000 "$B" "$M"
 refused "xattr&maybe&on or off" -o xattr=maybe "$B" "$M"
 refused "uring&1&on or off" -o uring=1 "$B" "$M"
+refused "stream_direct&yes&on or off" -o stream_direct=yes "$B" "$M"
 refused "dirty_expire&0x10" -o dirty_expire=0x10 "$B" "$M"
 refused "seq_cutoff&1e3" -o seq_cutoff=1e3 "$B" "$M"
 refused "no_default_permissions&with -o allow_other" -o no_default_permissions,allow_other "$B" "$M"
