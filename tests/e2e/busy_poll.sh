@@ -66,8 +66,9 @@ l1=$(zr_stat busy_poll_leads)
 # turn (one shared condition variable), 29 threads took turns and ran
 # cold in the CPU's caches. First many threads are started (libfuse starts
 # one whenever all are busy: parallel fsyncs keep them so). On 2 CPUs the
-# 4 busiest did 85-99% of the work, 77-95% with two CPU hogs beside;
-# taken in turn, 32-38%, and 53% with the hogs.
+# 4 busiest did 85-99% of the work, 77-95% with two CPU hogs beside and
+# 63% once beside another test (make -j2 check); taken in turn, 32-38%,
+# and 53% with the hogs.
 say "a cold sequential read is served by few threads"
 if ! zr_can_drop_kcache; then
 	say "skipped: cannot drop the page cache here (/proc/sys/vm/drop_caches), so no cold read"
@@ -105,8 +106,8 @@ else
 	share=$(join -a 2 -e 0 -o 0,1.2,2.2 "$ZR_TMP/ns0" "$ZR_TMP/ns1" | awk '{ print $3 - $2 }' | sort -n -r |
 		awk -v top="$top" '{ t += $1; if (NR <= top) s += $1 } END { printf "%d", t ? 100 * s / t : 0 }')
 	say "  $nt threads; the $top busiest did $share% of the daemon's CPU time in the read"
-	[ "$share" -ge 65 ] ||
-		fail "the $top busiest of $nt threads did $share% of the work of one cold read, want >= 65%: requests went round the threads"
+	[ "$share" -ge 60 ] ||
+		fail "the $top busiest of $nt threads did $share% of the work of one cold read, want >= 60%: requests went round the threads"
 	rm -f "$ZR_MNT"/sync* "$ZR_MNT/cold"
 
 	# with one CPU (a daemon started under taskset) every large READ is
@@ -132,8 +133,9 @@ else
 	w0=$(req_switches)
 	sleep 2
 	w1=$(req_switches)
-	# (a watchdog left running wakes 250-1000 times a second)
-	[ $((w1 - w0)) -le 40 ] ||
+	# (a watchdog left running wakes 250-1000 times a second; with the
+	# daemon idle its threads woke up to 41 times, beside another test)
+	[ $((w1 - w0)) -le 150 ] ||
 		fail "after a cold read the idle daemon's request threads woke $((w1 - w0)) times in 2 s: a watchdog still runs"
 	zr_umount
 	zr_mount "" "$B" "$M"
@@ -148,7 +150,7 @@ t1=$(cpu_ticks)
 w1=$(req_switches)
 [ $((t1 - t0)) -le 10 ] || fail "the idle daemon used $((t1 - t0)) ticks of CPU in 2 s: still polling"
 # (a watchdog left running wakes 250-1000 times a second)
-[ $((w1 - w0)) -le 40 ] || fail "the idle daemon's request threads woke $((w1 - w0)) times in 2 s: a watchdog still runs"
+[ $((w1 - w0)) -le 150 ] || fail "the idle daemon's request threads woke $((w1 - w0)) times in 2 s: a watchdog still runs"
 
 say "lseek and fsync in the middle of a burst"
 (
