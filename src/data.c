@@ -1337,9 +1337,13 @@ static void trim_past_size(struct zr_inode *ino, int fd)
 }
 
 /* O_DIRECT writes here have their offset, length and memory aligned to
- * this: the largest logical block size of common disks. A backing
- * filesystem that wants more refuses with EINVAL, and then gets none. */
+ * this: the largest logical block size of common disks. A backing file
+ * that wants more is written through the page cache. */
 #define ZR_DIRECT_ALIGN 4096
+
+/* Descriptors open at once for O_DIRECT writes, at most: they come out of
+ * the few that main.c keeps beyond max_fds for such passing uses. */
+#define ZR_DIRECT_FDS 8
 
 /*
  * Whether a stream's bytes should go to the backing file around its page
@@ -1348,37 +1352,36 @@ static void trim_past_size(struct zr_inode *ino, int fd)
  * our mount's page cache already; a second copy in the backing file's page
  * cache is RAM spent twice, and a copy more for the daemon to make. A copy
  * the tier keeps is read back from the backing file (fill_drain), so those
- * streams stay in its page cache. Files under the backing directory that
- * are on another filesystem (a mount inside it) are not probed: they keep
- * it too.
+ * streams stay in its page cache.
  */
 static bool direct_wanted(struct zr_fs *fs, struct zr_inode *ino)
 {
 	return !fs->opt->no_stream_direct &&
-	       __atomic_load_n(&fs->direct_ok, __ATOMIC_RELAXED) >= 0 &&
-	       ino->key.dev == fs->backing_dev &&
+	       __atomic_load_n(&ino->direct, __ATOMIC_RELAXED) >= 0 &&
 	       (tier_tight(fs) ||
 		__atomic_load_n(&ino->seq_raw, __ATOMIC_RELAXED) >= ZR_RAW_RUN);
 }
 
-/* Streams go through the backing page cache from now on (@why). */
-static void direct_off(struct zr_fs *fs, const char *why)
+/* @ino's backing file is written through the page cache from now on
+ * (@why); the first time for the mount, the log says so. */
+static void direct_no(struct zr_fs *fs, struct zr_inode *ino, const char *why)
 {
-	if (__atomic_exchange_n(&fs->direct_ok, -1, __ATOMIC_RELAXED) >= 0)
-		zr_log(ZR_LOG_INFO, "streams go to the backing files through their page cache: %s",
-		       why);
+	__atomic_store_n(&ino->direct, -1, __ATOMIC_RELAXED);
+	if (!__atomic_exchange_n(&fs->direct_said, true, __ATOMIC_RELAXED))
+		zr_log(ZR_LOG_INFO, "streams go to backing files like inode %llu through their page cache: %s",
+		       (unsigned long long)ino->key.ino, why);
 }
 
 /*
- * Whether the backing filesystem does direct I/O, asked once, of the file
- * @fd on it: statx() tells its alignment. A filesystem that takes O_DIRECT
- * but caches all the same (tmpfs), or has no such thing (NFS and FUSE, where
- * the close of a second descriptor may flush the file), gives none.
- * @return true when streams may go with O_DIRECT.
+ * Whether @ino's backing file @fd does direct I/O, asked once per file:
+ * statx() tells its alignment. A filesystem that takes O_DIRECT but caches
+ * all the same (tmpfs), or has no such thing (NFS and FUSE, where the close
+ * of a second descriptor may flush the file), gives none; so does an ext4
+ * file with journalled data or encryption. @return true when it does.
  */
-static bool direct_probe(struct zr_fs *fs, int fd)
+static bool direct_probe(struct zr_fs *fs, struct zr_inode *ino, int fd)
 {
-	int ok = __atomic_load_n(&fs->direct_ok, __ATOMIC_RELAXED);
+	int8_t ok = __atomic_load_n(&ino->direct, __ATOMIC_RELAXED);
 #ifdef STATX_DIOALIGN
 	struct statx stx;
 
@@ -1387,55 +1390,94 @@ static bool direct_probe(struct zr_fs *fs, int fd)
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) < 0)
 		return false;	/* asked again next time */
 	if (!(stx.stx_mask & STATX_DIOALIGN) || !stx.stx_dio_offset_align) {
-		direct_off(fs, "its filesystem does no direct I/O");
+		direct_no(fs, ino, "their filesystem does no direct I/O");
 		return false;
 	}
 	if (stx.stx_dio_offset_align > ZR_DIRECT_ALIGN ||
 	    stx.stx_dio_mem_align > ZR_DIRECT_ALIGN) {
-		direct_off(fs, "its filesystem wants direct I/O aligned to more than 4 KiB");
+		direct_no(fs, ino, "their filesystem wants direct I/O aligned to more than 4 KiB");
 		return false;
 	}
-	__atomic_store_n(&fs->direct_ok, 1, __ATOMIC_RELAXED);
-	return true;
+	ok = 0;
+	__atomic_compare_exchange_n(&ino->direct, &ok, 1, false,
+				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return ok == 0;	/* (else it was just set to -1) */
 #else
 	if (!ok)
-		direct_off(fs, "this build cannot ask the filesystem (no STATX_DIOALIGN)");
+		direct_no(fs, ino, "this build cannot ask (no STATX_DIOALIGN)");
 	return false;
 #endif
 }
 
 /*
- * Write @len bytes from @src at @off to the backing file @fd around its
+ * Write @len bytes from @src at @off to @ino's backing file @fd around its
  * page cache: through a second open file description of it with O_DIRECT
  * (@fd's status flags are shared by every thread that uses it). Waits for
  * the disk, so the session is told first. @return 0 written, 1 when it
- * cannot be done (not aligned, the backing filesystem does no direct I/O,
- * or the file cannot be opened again: the caller writes through the page
- * cache), or -errno of the write.
+ * cannot be done (not aligned, the file does no direct I/O or cannot be
+ * opened again, too many such writes at once: the caller writes through
+ * the page cache, over whatever this wrote), or -errno of the write.
  */
-static int direct_pwrite(struct zr_fs *fs, int fd, const char *src, size_t len, uint64_t off)
+static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
+			 const char *src, size_t len, uint64_t off)
 {
 	char path[32];
+	size_t done = 0;
 	int dfd, rc;
 
-	if (((uintptr_t)src | off | len) % ZR_DIRECT_ALIGN || !direct_probe(fs, fd))
+	if (((uintptr_t)src | off | len) % ZR_DIRECT_ALIGN || !direct_probe(fs, ino, fd))
 		return 1;
+	if (__atomic_add_fetch(&fs->direct_fds, 1, __ATOMIC_RELAXED) > ZR_DIRECT_FDS) {
+		__atomic_sub_fetch(&fs->direct_fds, 1, __ATOMIC_RELAXED);
+		return 1;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	dfd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
 	if (dfd < 0) {
-		if (errno == EINVAL)
-			direct_off(fs, "its filesystem refuses O_DIRECT");
+		rc = errno;
+		__atomic_sub_fetch(&fs->direct_fds, 1, __ATOMIC_RELAXED);
+		if (rc != EMFILE && rc != ENFILE && rc != ENOMEM)
+			direct_no(fs, ino, rc == EINVAL ? "their filesystem refuses O_DIRECT" :
+				  "they cannot be opened again through /proc/self/fd");
 		return 1;
 	}
 	zr_session_blocking();
-	rc = full_pwrite(dfd, src, len, (off_t)off);
+	rc = pwrite_counted(dfd, src, len, (off_t)off, &done);
 	close(dfd);
+	__atomic_sub_fetch(&fs->direct_fds, 1, __ATOMIC_RELAXED);
 	if (rc == -EINVAL) {
-		/* refused before it wrote: nothing is half done */
-		direct_off(fs, "its filesystem refused an O_DIRECT write");
+		/* refused (a short write leaves the rest unaligned): all of it
+		 * goes again through the page cache */
+		if (done == 0)
+			direct_no(fs, ino, "their filesystem refused an O_DIRECT write");
 		return 1;
 	}
 	return rc;
+}
+
+/*
+ * Keep a clean copy of block @idx of @ino's stream, just written to the
+ * backing file, that stream_copy_wanted() asked for. The fill thread makes
+ * it from the backing file's page cache; a block that went there with
+ * O_DIRECT is not in that cache, so it is compressed now from @src (its
+ * whole block in memory; NULL: a part only, no copy). Such a block is the
+ * one in ZR_RAW_PROBE of a file that does not compress, or of a tight tier
+ * that has room again: one block in 64 costs the writer a compression.
+ */
+static void stream_copy(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
+			bool direct, const char *src)
+{
+	bool raw = false;
+
+	if (!direct) {
+		fill_enqueue(fs, ino, idx);
+		return;
+	}
+	if (src && zr_store_make_room_once(fs->store, fs->bs) == 0 &&
+	    zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_CLEAN, &raw) == 0) {
+		zr_stat_add(&fs->stream_copies, 1);
+		note_raw(ino, raw);
+	}
 }
 
 /* How to_backing() writes. */
@@ -1454,22 +1496,22 @@ enum zr_to_backing {
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
  * from landing after our pwrite. @how: see enum zr_to_backing.
+ * *@direct: whether it went with O_DIRECT (when it returns 0).
  * @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
-		      uint64_t idx, uint64_t nblk, enum zr_to_backing how)
+		      uint64_t idx, uint64_t nblk, enum zr_to_backing how,
+		      bool *direct)
 {
-	bool direct = false;
 	int rc = 1;
 
 	zr_file_io_lock(ino->blocks);
 	if (how == ZR_TB_STREAM && direct_wanted(fs, ino))
-		rc = direct_pwrite(fs, fd, src, len, off);
+		rc = direct_pwrite(fs, ino, fd, src, len, off);
+	*direct = rc == 0;
 	if (rc == 1)
 		rc = full_pwrite(fd, src, len, (off_t)off);
-	else
-		direct = rc == 0;
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -1482,7 +1524,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, off + len);
-		if (direct)
+		if (*direct)
 			zr_stat_add(&fs->bytes_written_direct, len);
 		else if (how != ZR_TB_AROUND)
 			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
@@ -1536,6 +1578,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		size_t n = (size_t)ZR_MIN(bs - boff, end - pos);
 		const char *src = data + (pos - off);
 		bool bypass_this, around = false;	/* @run below is a write-around */
+		bool direct = false;	/* to_backing() wrote with O_DIRECT */
 		bool later = false;	/* the dirty block goes in uncompressed */
 		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
@@ -1578,7 +1621,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		}
 		if (run > 0) {
 			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun,
-					around ? ZR_TB_AROUND : ZR_TB_STREAM);
+					around ? ZR_TB_AROUND : ZR_TB_STREAM, &direct);
 			if (rc == 0 && around) {
 				zr_stat_add(&fs->written_around, run);
 				pos += run;
@@ -1590,7 +1633,9 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 				if ((pos + run) % bs == 0 || pos + run >= fsize)
 					for (i = 0; i < nrun; i++)
 						if (stream_copy_wanted(fs, ino))
-							fill_enqueue(fs, ino, idx + i);
+							stream_copy(fs, ino, idx + i, direct,
+								    boff == 0 && n == bs ?
+								    src + i * bs : NULL);
 				pos += run;
 				fsize = ZR_MAX(fsize, pos);	/* to_backing() grew the cached size */
 				continue;
@@ -1632,14 +1677,14 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
 			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1,
-					wt ? ZR_TB_THROUGH : ZR_TB_STREAM);
+					wt ? ZR_TB_THROUGH : ZR_TB_STREAM, &direct);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough at once,
 				 * when the tier has room or makes it (as the
 				 * dirty path below, under the same locks); a
 				 * stream while the tier has room and the data
-				 * compresses, made later by the writeback
-				 * thread (fill_drain) */
+				 * compresses, made later by the fill thread
+				 * (stream_copy) */
 				if (wt) {
 					bool raw = false;
 
@@ -1649,7 +1694,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);
 				} else if (stream_copy_wanted(fs, ino)) {
-					fill_enqueue(fs, ino, idx);
+					stream_copy(fs, ino, idx, direct, src);
 				}
 			}
 			/* else the backing refused (full, EIO): keep the

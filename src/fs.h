@@ -200,6 +200,9 @@ struct zr_inode {
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
 					 * file since its writeback was last started
 					 * (data.c: kick_writeback) */
+	int8_t direct;			/* relaxed atomic: the backing file takes
+					 * O_DIRECT: 1 yes, -1 no, 0 not asked yet
+					 * (data.c: direct_probe) */
 	struct file_handle *handle;	/* regular files: the backing file's handle, or
 					 * NULL (inode.c: zr_inode_take_handle); set once
 					 * under lock before blocks, read by writeback
@@ -277,11 +280,10 @@ struct zr_fs {
 					 * backing file while the tier was full */
 	uint64_t bytes_written_direct;	/* bytes of streams written to the backing
 					 * file with O_DIRECT (data.c: direct_pwrite) */
-	int direct_ok;			/* relaxed atomic: streams of files on the
-					 * backing filesystem may go with O_DIRECT:
-					 * 1 yes, -1 no (stream_direct=off, or it
-					 * refused), 0 not probed yet (data.c:
-					 * direct_probe) */
+	bool direct_said;		/* relaxed atomic: the log said that a backing
+					 * file does no direct I/O (data.c: direct_no) */
+	unsigned direct_fds;		/* relaxed atomic: descriptors open for
+					 * O_DIRECT writes (data.c: direct_pwrite) */
 	uint64_t misses_not_kept;	/* read misses not kept in the full tier
 					 * (data.c: read_admit) */
 	uint32_t *ghost;		/* relaxed atomics: tags of recent misses not

@@ -960,11 +960,13 @@ void zr_session_blocking(void)
  * zr_session_align() - move the @len bytes at @p, which lie in the request
  * buffer this thread read its request into, to the first address at or
  * after @p that is congruent to @phase modulo @align (a power of two), so
- * that they can be written with O_DIRECT. libfuse's buffer is a malloc()
- * of max_write and a page for the headers, read from its start, so a
- * WRITE's payload follows its 80 bytes of headers and a move of less than
- * @align bytes fits. The bytes before @p (the request's headers) stay;
- * what was at @p may be overwritten.
+ * that they can be written with O_DIRECT. libfuse 3.14's buffer is a
+ * malloc() of 1 MiB and a page for the headers, read from its start: a
+ * WRITE's payload follows its 80 bytes of headers, and a payload of 1 MiB
+ * has 4016 bytes of room after it. glibc maps so large a block on its own,
+ * 16 bytes into a page, so a payload at a page-aligned offset moves 4000
+ * bytes and fits; one that would need more stays (NULL). The bytes before
+ * @p (the request's headers) stay; what was at @p may be overwritten.
  * @return the new address of the bytes, @p when it is congruent already,
  * or NULL when @p is not in this thread's request buffer (io_uring's
  * payload buffers are not) or the buffer has no room after it.

@@ -32,6 +32,7 @@ ext2/ext3 | ext4 | xfs | btrfs) ;;
 	;;
 esac
 head -c $((96 << 20)) /dev/urandom >"$ZR_TMP/random"
+head -c $((48 << 20)) "$ZR_TMP/random" >"$ZR_TMP/r48"
 find /usr/include -type f -name '*.h' -readable 2>/dev/null | LC_ALL=C sort |
 	xargs -r cat 2>/dev/null | head -c $((8 << 20)) >"$ZR_TMP/text1" || true
 [ "$(stat -c %s "$ZR_TMP/text1")" -gt $((1 << 20)) ] || fail "too little text under /usr/include"
@@ -80,16 +81,35 @@ say "bytes_written_direct: $((d1 - d0)), stream_copies: $((c1 - c0))"
 [ $((c1 - c0)) -ge 400 ] || fail "only $((c1 - c0)) blocks of the text stream were copied into the tier"
 
 say "random data in 96 KiB O_DIRECT writes: WRITEs that start mid-block"
-dd if="$ZR_TMP/random" of="$M/m" bs=96k count=512 oflag=direct status=none
-head -c $((512 * 96 << 10)) "$ZR_TMP/random" >"$ZR_TMP/m.ref"
+learn_raw "$M/m"
+d0=$(zr_stat bytes_written_direct)
+dd if="$ZR_TMP/random" of="$M/m" bs=96k count=512 iflag=skip_bytes skip=$((16 << 20)) \
+	oflag=direct,seek_bytes seek=$((16 << 20)) conv=notrunc status=none
+d1=$(zr_stat bytes_written_direct)
+say "bytes_written_direct: $((d1 - d0))"
+[ $((d1 - d0)) -ge $((24 << 20)) ] ||
+	fail "only $((d1 - d0)) bytes of whole blocks in mid-block WRITEs went with O_DIRECT"
+head -c $(((16 << 20) + (512 * 96 << 10))) "$ZR_TMP/random" >"$ZR_TMP/m.ref"
+
+say "a stream 1000 bytes past the end of r, in O_DIRECT writes at unaligned offsets"
+# the payload must move by an amount that is not a multiple of 4 KiB
+d0=$(zr_stat bytes_written_direct)
+head -c $((24 << 20)) /dev/urandom >"$ZR_TMP/random2"
+dd if="$ZR_TMP/random2" of="$M/r" bs=1M oflag=direct,seek_bytes seek=$(((96 << 20) + 1000)) \
+	conv=notrunc status=none
+d1=$(zr_stat bytes_written_direct)
+say "bytes_written_direct: $((d1 - d0))"
+[ $((d1 - d0)) -ge $((16 << 20)) ] ||
+	fail "only $((d1 - d0)) bytes of the unaligned stream went with O_DIRECT"
+{ cat "$ZR_TMP/random"; head -c 1000 /dev/zero; cat "$ZR_TMP/random2"; } >"$ZR_TMP/r.ref"
 
 zr_drop_kcache
 zr_ctl drop_clean
-cmp "$M/r" "$ZR_TMP/random" || fail "r differs through the mount"
+cmp "$M/r" "$ZR_TMP/r.ref" || fail "r differs through the mount"
 cmp "$M/t" "$ZR_TMP/text" || fail "t differs through the mount"
 cmp "$M/m" "$ZR_TMP/m.ref" || fail "m differs through the mount"
 zr_umount
-cmp "$B/r" "$ZR_TMP/random" || fail "the backing file of r differs"
+cmp "$B/r" "$ZR_TMP/r.ref" || fail "the backing file of r differs"
 cmp "$B/t" "$ZR_TMP/text" || fail "the backing file of t differs"
 cmp "$B/m" "$ZR_TMP/m.ref" || fail "the backing file of m differs"
 
@@ -104,8 +124,40 @@ say "bytes_written_direct: $(zr_stat bytes_written_direct), backing page cache h
 [ "$(zr_stat bytes_written_direct)" -eq 0 ] || fail "bytes_written_direct grew with stream_direct=off"
 [ "$res" -ge $((32 << 20)) ] || fail "the backing page cache holds only $res bytes of r2"
 zr_umount
-head -c $((48 << 20)) "$ZR_TMP/random" >"$ZR_TMP/r48"
 cmp "$B/r2" "$ZR_TMP/r48" || fail "the backing file of r2 differs"
+
+say "a backing ext4 that fills up under a stream going with O_DIRECT"
+zr_need_root "mounts an ext4 image"
+zr_need_tool mkfs.ext4
+mkdir -p "$ZR_TMP/small"
+truncate -s 64M "$ZR_TMP/small.img" && mkfs.ext4 -q -F "$ZR_TMP/small.img" ||
+	fail "cannot make an ext4 image"
+mount -o loop "$ZR_TMP/small.img" "$ZR_TMP/small" || zr_skip "cannot mount an ext4 image on a loop device"
+avail=$(($(stat -f -c '%a * %S' "$ZR_TMP/small")))
+head -c $((avail - (32 << 20))) /dev/zero >"$ZR_TMP/small/filler" || fail "cannot write the filler"
+sync -f "$ZR_TMP/small/filler"
+zr_mount "size=256M,seq_cutoff=1m,dirty_expire=1h" "$ZR_TMP/small" "$M"
+M=$ZR_MNT
+learn_raw "$M/f"
+d0=$(zr_stat bytes_written_direct)
+if dd if="$ZR_TMP/random" of="$M/f" bs=1M count=32 skip=16 seek=16 conv=fdatasync,notrunc \
+	status=none 2>"$ZR_TMP/dd.err"; then
+	fail "48 MiB into 32 MiB of room: the fdatasync did not fail"
+fi
+say "dd: $(cat "$ZR_TMP/dd.err")"
+grep -q 'No space left' "$ZR_TMP/dd.err" || fail "dd did not fail with ENOSPC"
+say "bytes_written_direct: $(($(zr_stat bytes_written_direct) - d0)), blocks_dirty: $(zr_stat blocks_dirty)"
+[ $(($(zr_stat bytes_written_direct) - d0)) -ge $((8 << 20)) ] ||
+	fail "the stream did not go with O_DIRECT before the disk filled up"
+[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no block the disk refused is dirty in the tier"
+zr_drop_kcache
+cmp "$M/f" "$ZR_TMP/r48" || fail "f differs through the mount while the disk is full"
+rm "$ZR_TMP/small/filler"
+zr_ctl writeback all
+[ "$(zr_stat blocks_dirty)" = 0 ] || fail "blocks_dirty is $(zr_stat blocks_dirty) after 'writeback all' with room"
+zr_umount
+cmp "$ZR_TMP/small/f" "$ZR_TMP/r48" || fail "the backing file of f differs once the disk had room"
+umount "$ZR_TMP/small" || fail "cannot unmount the ext4 image"
 
 say "a backing filesystem without direct I/O (tmpfs)"
 mkdir -p "$ZR_TMP/mnt2"
