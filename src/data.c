@@ -1461,8 +1461,9 @@ static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
  * it from the backing file's page cache; a block that went there with
  * O_DIRECT is not in that cache, so it is compressed now from @src (its
  * whole block in memory; NULL: a part only, no copy). Such a block is the
- * one in ZR_RAW_PROBE of a file that does not compress, or of a tight tier
- * that has room again: one block in 64 costs the writer a compression.
+ * one in ZR_RAW_PROBE of a file that does not compress (one block in 64
+ * costs the writer a compression), or one of a run written while the tier
+ * was tight that finds it with room again.
  */
 static void stream_copy(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 			bool direct, const char *src)
