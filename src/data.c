@@ -1169,23 +1169,33 @@ static bool settle_time(struct zr_fs *fs)
  * .zramfs/stats every 20 ms is enough), pending blocks would wait for the
  * idle pass, which takes them only after two sweeps and with the cold
  * codec, and meanwhile a full share sends writers back to compressing in
- * their own requests. So while they take more than half their share, the
+ * their own requests. So once they take more than half their share, the
  * writeback thread settles anyway, for ZR_SETTLE_SLICE_MS once every
- * ZR_SETTLE_FORCE_MS (settle_forced()): at most 2% of a core. Not the fill
+ * ZR_SETTLE_FORCE_MS (settle_forced()): at most 2% of a core, until none
+ * is left (a slice cut short by preemption used to leave the rest below
+ * half the share, pending until a pause or the idle pass). Not the fill
  * thread: at nice 19, beside busy requests, it would be preempted holding
  * the locks it takes (see settle_time()).
  */
 #define ZR_SETTLE_FORCE_MS 1000
 #define ZR_SETTLE_SLICE_MS 20
 
-/* Whether a forced slice is due. */
+/* Whether a forced slice is due. Called by the writeback thread only. */
 static bool settle_overdue(struct zr_fs *fs)
 {
 	uint64_t share = __atomic_load_n(&fs->opt->store.budget, __ATOMIC_RELAXED) /
 			 ZR_FILL_LATER_SHARE;
+	uint64_t pending = zr_store_pending_bytes(fs->store);
+	bool forcing = __atomic_load_n(&fs->settle_forcing, __ATOMIC_RELAXED);
 
-	return zr_now_ms() - __atomic_load_n(&fs->settle_last_ms, __ATOMIC_RELAXED) >=
-	       ZR_SETTLE_FORCE_MS && zr_store_pending_bytes(fs->store) > share / 2;
+	if (forcing && pending == 0)
+		__atomic_store_n(&fs->settle_forcing, forcing = false, __ATOMIC_RELAXED);
+	if (zr_now_ms() - __atomic_load_n(&fs->settle_last_ms, __ATOMIC_RELAXED) <
+	    ZR_SETTLE_FORCE_MS)
+		return false;
+	if (pending > share / 2)
+		__atomic_store_n(&fs->settle_forcing, forcing = true, __ATOMIC_RELAXED);
+	return forcing && pending > 0;
 }
 
 /* One settle pass: how long it may go on. */

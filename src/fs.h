@@ -344,6 +344,9 @@ struct zr_fs {
 					 * last arrived or ended (session.c) */
 	uint64_t settle_last_ms;	/* relaxed atomic: when a pass of
 					 * zr_store_settle() last began (data.c) */
+	bool settle_forcing;		/* relaxed atomic: forced settle slices run
+					 * until no block is pending (data.c:
+					 * settle_overdue) */
 	bool fill_idle;			/* fill_lock (relaxed atomic reads): the
 					 * fill thread waits ZR_FILL_IDLE_MS */
 	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
