@@ -21,7 +21,7 @@ zr_need_tool fincore
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 case $(stat -f -c %T "$ZR_TMP") in
-ext2/ext3 | ext4 | xfs | btrfs) ;;
+ext2/ext3 | ext4 | xfs) ;;
 *)
 	# a disk filesystem for the backing directory: one in a file
 	zr_need_root "mounts an ext4 image for the backing directory (its filesystem is $(stat -f -c %T "$ZR_TMP"))"
