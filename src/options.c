@@ -189,6 +189,24 @@ static int pick_word(const char *s, const struct word *words, int *out)
 	return -EINVAL;
 }
 
+/*
+ * The on|off option @name given as @s: *@on = its value, left as it was
+ * (the default) when @s is NULL. @return 0, or -EINVAL with the message in
+ * @pc.
+ */
+static int parse_on_off(struct parse_ctx *pc, const char *name, const char *s, bool *on)
+{
+	static const struct word w[] = { { "on", 1 }, { "off", 0 }, { NULL, 0 } };
+	int word;
+
+	if (!s)
+		return 0;
+	if (pick_word(s, w, &word))
+		return bad(pc, "invalid value '%s' for %s: expected on or off", s, name);
+	*on = word;
+	return 0;
+}
+
 /* A whole number in [@lo, @hi], digits only, with an optional "%". */
 static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
@@ -268,6 +286,7 @@ static int zr_options_check(struct parse_ctx *pc)
 	uint64_t v;
 	long us;
 	int rc, word;
+	bool on;
 
 	if (o->size_str) {
 		rc = zr_parse_size(o->size_str, zr_ram_bytes(), &v);
@@ -344,30 +363,18 @@ static int zr_options_check(struct parse_ctx *pc)
 				   o->cache_str, "");
 		o->cache = (enum zr_cache_mode)word;
 	}
-	if (o->xattr_str) {
-		static const struct word w[] = { { "on", 0 }, { "off", 1 }, { NULL, 0 } };
-
-		if (pick_word(o->xattr_str, w, &word))
-			return bad(pc, "invalid value '%s' for xattr: expected on or off%s",
-				   o->xattr_str, "");
-		o->no_xattr = word;
-	}
-	if (o->uring_str) {
-		static const struct word w[] = { { "on", 1 }, { "off", 0 }, { NULL, 0 } };
-
-		if (pick_word(o->uring_str, w, &word))
-			return bad(pc, "invalid value '%s' for uring: expected on or off%s",
-				   o->uring_str, "");
-		o->uring = word;
-	}
-	if (o->stream_direct_str) {
-		static const struct word w[] = { { "on", 0 }, { "off", 1 }, { NULL, 0 } };
-
-		if (pick_word(o->stream_direct_str, w, &word))
-			return bad(pc, "invalid value '%s' for stream_direct: expected on or off%s",
-				   o->stream_direct_str, "");
-		o->no_stream_direct = word;
-	}
+	on = true;
+	if (parse_on_off(pc, "xattr", o->xattr_str, &on))
+		return -EINVAL;
+	o->no_xattr = !on;
+	on = false;
+	if (parse_on_off(pc, "uring", o->uring_str, &on))
+		return -EINVAL;
+	o->uring = on;
+	on = true;
+	if (parse_on_off(pc, "stream_direct", o->stream_direct_str, &on))
+		return -EINVAL;
+	o->no_stream_direct = !on;
 	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
 		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
 			   o->high_wm_str, "");
