@@ -124,6 +124,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("bytes_read_backing", zr_stat_read(&fs->bytes_read_backing));
 	P("bytes_written_backing", zr_stat_read(&fs->bytes_written_backing));
 	P("bytes_written_direct", zr_stat_read(&fs->bytes_written_direct));
+	P("writes_direct", zr_stat_read(&fs->writes_direct));
 	P("pid", getpid());
 	P("rss_bytes", rss_bytes());
 	P("fds_open", fs->nfds);

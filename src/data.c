@@ -1535,8 +1535,10 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, off + len);
-		if (*direct)
+		if (*direct) {
 			zr_stat_add(&fs->bytes_written_direct, len);
+			zr_stat_add(&fs->writes_direct, 1);
+		}
 		else if (how != ZR_TB_AROUND)
 			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
 	}
@@ -1598,28 +1600,37 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		uint64_t run = 0, nrun = 0, i;
 
 		if (bypass && !wt && !no_run) {
-			if (boff == 0 && n == bs) {
-				/* whole, non-zero blocks from here: one pwrite */
-				while (pos + (nrun + 1) * bs <= end &&
-				       !all_zero(src + nrun * bs, bs))
-					nrun++;
-				zero = nrun == 0;
-				run = nrun * bs;
-			} else if (pos <= fsize && !zr_file_has(ino->blocks, idx) &&
-				   !all_zero(src, n)) {
-				/* a partial block the tier does not hold: the
-				 * rest of it is in the backing file (or past its
-				 * end), so only these bytes go. The kernel's
-				 * writeback cuts a stream into WRITEs at any
-				 * page, often mid-block: a read-modify-write
-				 * would read the block back and write it twice.
-				 * Our exclusive ino->lock keeps the block out of
-				 * the tier; a write that starts past the end
-				 * leaves a gap, which the read-modify-write
-				 * below fills with zeros. */
-				nrun = 1;
-				run = n;
+			/* non-zero blocks from here, whole or partial: one
+			 * pwrite. The kernel's writeback cuts a stream into
+			 * WRITEs at any page, often mid-block, so a WRITE is
+			 * mostly a partial block, whole ones, a partial one.
+			 * A partial block goes as it is when the tier does
+			 * not hold it: the rest of it is in the backing file
+			 * (or past its end), and a read-modify-write would
+			 * read the block back and write it twice. Our
+			 * exclusive ino->lock keeps it out of the tier. One
+			 * that starts past the end (not reached by the run
+			 * before it) would leave a gap: the read-modify-write
+			 * below fills that with zeros. A piece that O_DIRECT
+			 * cannot take (@odd) goes alone. */
+			while (pos + run < end) {
+				uint64_t p = pos + run, m = ZR_MIN(bs - p % bs, end - p);
+				bool odd = (p | (p + m)) % ZR_DIRECT_ALIGN != 0;
+
+				if (all_zero(src + run, (size_t)m))
+					break;
+				if (m != bs && ((run == 0 && p > fsize) ||
+						zr_file_has(ino->blocks, p / bs)))
+					break;
+				if (odd && run > 0)
+					break;
+				run += m;
+				nrun++;
+				if (odd)
+					break;
 			}
+			if (run == 0 && n == bs)
+				zero = 1;
 		} else if (!wt && !no_run && (boff != 0 || n != bs) && fs->ghost &&
 			   (idx + 1) * bs <= ZR_MIN(fsize, __atomic_load_n(&ino->disk_end,
 									   __ATOMIC_RELAXED)) &&
@@ -1640,13 +1651,18 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			}
 			if (rc == 0) {
 				/* copies of blocks that are whole now, or hold
-				 * the end of the file */
-				if ((pos + run) % bs == 0 || pos + run >= fsize)
-					for (i = 0; i < nrun; i++)
-						if (stream_copy_wanted(fs, ino))
-							stream_copy(fs, ino, idx + i, direct,
-								    boff == 0 && n == bs ?
-								    src + i * bs : NULL);
+				 * the end of the file; a block this run wrote
+				 * in part is not in memory whole (NULL) */
+				for (i = 0; i < nrun; i++) {
+					uint64_t b0 = (idx + i) * bs;
+
+					if ((b0 + bs > pos + run && pos + run < fsize) ||
+					    !stream_copy_wanted(fs, ino))
+						continue;
+					stream_copy(fs, ino, idx + i, direct,
+						    b0 >= pos && b0 + bs <= pos + run ?
+						    src + (b0 - pos) : NULL);
+				}
 				pos += run;
 				fsize = ZR_MAX(fsize, pos);	/* to_backing() grew the cached size */
 				continue;

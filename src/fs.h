@@ -280,6 +280,7 @@ struct zr_fs {
 					 * backing file while the tier was full */
 	uint64_t bytes_written_direct;	/* bytes of streams written to the backing
 					 * file with O_DIRECT (data.c: direct_pwrite) */
+	uint64_t writes_direct;		/* the O_DIRECT writes that wrote them */
 	bool direct_said;		/* relaxed atomic: the log said that a backing
 					 * file does no direct I/O (data.c: direct_no) */
 	unsigned direct_fds;		/* relaxed atomic: descriptors open for

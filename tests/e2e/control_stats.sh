@@ -33,7 +33,7 @@ grep -vqE '^[a-z_0-9]+ [0-9]+$' "$S" && fail "stats has a line that is not 'name
 for n in orig_data_size compr_data_size mem_used_total mem_used_max meta_bytes budget \
 	blocks_zero blocks_raw blocks_hot blocks_cold blocks_dirty hits misses \
 	recompressions demotions writebacks bytes_written_back writeback_errors enospc \
-	files bytes_read_backing bytes_written_backing bytes_written_direct rss_bytes; do
+	files bytes_read_backing bytes_written_backing bytes_written_direct writes_direct rss_bytes; do
 	grep -q "^$n " "$S" || fail "stats lacks $n"
 done
 [ "$(zr_stat budget)" = $((64 << 20)) ] || fail "budget is $(zr_stat budget) for size=64M"
