@@ -1570,8 +1570,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		return -ENOMEM;
 	bypass = seq_bypass(fs, ino, off, len);
 	if (bypass && !wt && len >= bs && direct_wanted(fs, ino)) {
-		/* whole blocks of the stream may go with O_DIRECT: put the
-		 * payload where a block's start is aligned in memory too */
+		/* the stream's 4 KiB-aligned pieces may go with O_DIRECT: put
+		 * the payload where a block's start is aligned in memory too */
 		char *moved = zr_session_align(data, len, (uintptr_t)off, ZR_DIRECT_ALIGN);
 
 		if (moved)
