@@ -1538,9 +1538,9 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		if (*direct) {
 			zr_stat_add(&fs->bytes_written_direct, len);
 			zr_stat_add(&fs->writes_direct, 1);
-		}
-		else if (how != ZR_TB_AROUND)
+		} else if (how != ZR_TB_AROUND) {
 			__atomic_add_fetch(&ino->unkicked, len, __ATOMIC_RELAXED);
+		}
 	}
 	return rc;
 }
