@@ -143,6 +143,8 @@ static char *render_stats(struct zr_fs *fs)
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
 	P("busy_poll_leads", zr_session_leads());
 	P("busy_poll_takeovers", zr_session_takeovers());
+	P("busy_poll_ms", zr_session_poll_ms());
+	P("busy_poll_stops", zr_session_poll_stops());
 	zr_uring_stats(&us);
 	P("uring_active", zr_uring_active());
 	P("uring_requests", us.requests);

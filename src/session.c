@@ -32,7 +32,8 @@
  * asleep in read(2), the kernel would wake one of them for every request,
  * only for it to find the request taken).
  *  - The leader waits for a request in poll(2); during a burst of requests
- *    (cpulat.c decides), it first reads in a loop for up to busy_poll µs.
+ *    (cpulat.c decides), it first reads in a loop for up to busy_poll µs,
+ *    as long as the CPUs have time to spare (spin_allowed()).
  *  - Outside a burst, the leader hands its role to a parked thread as soon
  *    as it has a request, and serves the request meanwhile: requests are
  *    served in parallel, as libfuse's threads do on their own.
@@ -158,6 +159,24 @@ static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
 static uint64_t n_leads;	/* relaxed atomic: requests served in the leader's turn */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
+
+/*
+ * Whether the CPUs have time to spare for the leader's polling loop (see
+ * spin_allowed()). spin_fd is set before the session loop starts. The
+ * look's counters are written by the thread that looks, under spin_lock
+ * (taken with trylock: a leader that finds it taken does not wait);
+ * spin_look_ms and spin_busy are also read as relaxed atomics without it.
+ */
+#define ZR_SPIN_LOOK_MS 100
+#define ZR_SPIN_FREE_PCT 20
+static int spin_fd = -1;	/* /proc/stat; -1: poll without looking */
+static long spin_hz = 100;	/* its unit: ticks a second (USER_HZ) */
+static pthread_mutex_t spin_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t spin_look_ms;	/* spin_lock: zr_now_ms() of the last look */
+static bool spin_busy;		/* spin_lock: the last look found the CPUs busy */
+static uint64_t spin_idle0, spin_total0, spin_ns0;	/* spin_lock: at the last look */
+static uint64_t spin_ns;	/* relaxed atomic: time the leader read in a loop */
+static uint64_t n_spin_stops;	/* relaxed atomic: looks that stopped the polling */
 
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
@@ -611,8 +630,84 @@ static void park(struct zr_fs *fs)
 }
 
 /*
- * As the leader, read the next request from poll_fd: in a burst, read in
- * a loop for up to busy_poll µs; then (and outside a burst at once) sleep
+ * Look at /proc/stat's first line (the CPUs' time, summed, in ticks): the
+ * share of it since the last look that went idle (or to I/O wait) or to
+ * the leader's polling, which would otherwise have been idle too, decides
+ * spin_busy. A look more than two periods after the last one (requests
+ * paused) only takes new counters. Caller holds spin_lock.
+ */
+static void spin_look(uint64_t now_ms)
+{
+	unsigned long long v[8] = { 0 };
+	uint64_t idle, total = 0, ns = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+	bool fresh = now_ms - spin_look_ms <= 2 * ZR_SPIN_LOOK_MS;
+	char buf[256];
+	ssize_t n;
+
+	__atomic_store_n(&spin_look_ms, now_ms, __ATOMIC_RELAXED);
+	n = pread(spin_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
+		return;
+	for (unsigned i = 0; i < 8; i++)
+		total += v[i];
+	idle = v[3] + v[4];
+	if (fresh && spin_total0 && total > spin_total0) {
+		/* (iowait may go back: clamped) */
+		uint64_t free = idle > spin_idle0 ? idle - spin_idle0 : 0;
+		bool busy;
+
+		free += (ns - spin_ns0) * (uint64_t)spin_hz / 1000000000u;
+		busy = free * 100 < ZR_SPIN_FREE_PCT * (total - spin_total0);
+		if (busy && !spin_busy)
+			__atomic_add_fetch(&n_spin_stops, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&spin_busy, busy, __ATOMIC_RELAXED);
+	}
+	spin_idle0 = idle;
+	spin_total0 = total;
+	spin_ns0 = ns;
+}
+
+/*
+ * Whether the leader may read in a loop now. The loop takes a CPU: that
+ * costs nobody while the CPUs have time to spare (an untar: tar on one CPU
+ * and the daemon on the other leave them idle a quarter to a third of the
+ * time), but when other work keeps them all busy (a parallel build:
+ * compilers on every CPU, idle under a tenth of the time), every spin that
+ * finds no request is taken from that work. So the loop runs only while,
+ * at the last look (at most ZR_SPIN_LOOK_MS old), at least
+ * ZR_SPIN_FREE_PCT of the CPUs' time went idle or to the loop itself.
+ */
+static bool spin_allowed(void)
+{
+	uint64_t now;
+
+	if (spin_fd < 0)
+		return true;
+	now = zr_now_ms();
+	if (now - __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) >= ZR_SPIN_LOOK_MS &&
+	    pthread_mutex_trylock(&spin_lock) == 0) {
+		if (now - spin_look_ms >= ZR_SPIN_LOOK_MS)
+			spin_look(now);
+		pthread_mutex_unlock(&spin_lock);
+	}
+	return !__atomic_load_n(&spin_busy, __ATOMIC_RELAXED);
+}
+
+/* Count a polling loop that ran from @t0 to @end (ns), as at most @spin:
+ * past its deadline the thread can only have been preempted. */
+static void spun(uint64_t spin, uint64_t t0, uint64_t end)
+{
+	__atomic_add_fetch(&spin_ns, ZR_MIN(end - t0, spin), __ATOMIC_RELAXED);
+}
+
+/*
+ * As the leader, read the next request from poll_fd: in a burst, while
+ * spin_allowed(), read in a loop for up to busy_poll µs; then (and outside
+ * a burst at once) sleep
  * in poll(2) until one comes. @return what read(2) returned: the request's
  * length, or -1 with errno set (ENODEV once the file system is unmounted);
  * -1 with errno EAGAIN when this thread has lost the role meanwhile (the
@@ -622,31 +717,40 @@ static void park(struct zr_fs *fs)
 static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 {
 	struct pollfd pfd = { .fd = poll_fd, .events = POLLIN };
-	uint64_t deadline = 0;
+	uint64_t spin = (uint64_t)fs->opt->busy_poll * 1000u, deadline = 0, t0 = 0, now;
 	ssize_t n;
+	int err;
 
 	for (;;) {
 		if (!am_leader()) {
-			errno = EAGAIN;
-			return -1;
+			n = -1;
+			err = EAGAIN;
+			break;
 		}
 		n = read(poll_fd, buf, len);
-		if (n >= 0 || (errno != EAGAIN && errno != EINTR && errno != ENOENT))
-			return n;
-		if (errno != EAGAIN)
+		err = errno;
+		if (n >= 0 || (err != EAGAIN && err != EINTR && err != ENOENT))
+			break;
+		if (err != EAGAIN)
 			continue;
-		if (bursting(fs)) {
-			uint64_t now = zr_now_ns();
-
-			if (!deadline)
-				deadline = now + (uint64_t)fs->opt->busy_poll * 1000u;
+		if (!deadline && bursting(fs) && spin_allowed()) {
+			t0 = zr_now_ns();
+			deadline = t0 + spin;
+		}
+		if (deadline) {
+			now = zr_now_ns();
 			if (now < deadline)
 				continue;
+			spun(spin, t0, now);
+			deadline = 0;
 		}
-		deadline = 0;
 		if (idle_poll(&pfd) < 0 && errno != EINTR)
 			return -1;
 	}
+	if (deadline)
+		spun(spin, t0, zr_now_ns());
+	errno = err;
+	return n;
 }
 
 /* Wake a parked thread to watch the leader if none does. */
@@ -935,6 +1039,11 @@ int zr_session_hook(struct zr_fs *fs)
 		       strerror(errno));
 	else
 		poll_fd = fd;
+	spin_hz = sysconf(_SC_CLK_TCK);
+	if (poll_fd >= 0 && spin_hz > 0)
+		spin_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (poll_fd >= 0 && spin_fd < 0)
+		zr_log(ZR_LOG_INFO, "busy_poll: cannot read /proc/stat: polling whether or not the CPUs are busy");
 	return 0;
 }
 
@@ -994,6 +1103,19 @@ char *zr_session_align(char *p, size_t len, uintptr_t phase, size_t align)
 uint64_t zr_session_leads(void)
 {
 	return __atomic_load_n(&n_leads, __ATOMIC_RELAXED);
+}
+
+/** Time the leader spent reading in a loop, in ms (for the stats). */
+uint64_t zr_session_poll_ms(void)
+{
+	return __atomic_load_n(&spin_ns, __ATOMIC_RELAXED) / 1000000u;
+}
+
+/** Looks that found the CPUs busy and stopped the polling loop (for the
+ * stats). */
+uint64_t zr_session_poll_stops(void)
+{
+	return __atomic_load_n(&n_spin_stops, __ATOMIC_RELAXED);
 }
 
 /** Request buffers idle threads gave back (for the stats). */
