@@ -94,7 +94,8 @@
  * (my_gen is per thread, lead_gen and watcher are also read as atomics
  * without the lock). lead_since (with lead_bulk) is an atomic the leader
  * writes and parking threads read; n_bulk a relaxed atomic counter. poll_fd
- * and n_cpus are set before the session loop starts.
+ * and n_cpus are set before the session loop starts. spin_lock protects
+ * the look at the CPUs (spin_look(); its fields say more).
  */
 #include "config.h"
 
@@ -162,18 +163,24 @@ static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
 /*
  * Whether the CPUs have time to spare for the leader's polling loop (see
- * spin_allowed()). spin_fd is set before the session loop starts. The
- * look's counters are written by the thread that looks, under spin_lock
- * (taken with trylock: a leader that finds it taken does not wait);
- * spin_look_ms and spin_busy are also read as relaxed atomics without it.
+ * spin_allowed()). spin_fd, spin_buf, spin_cpus and spin_hz are set before
+ * the session loop starts. The look's counters are written by the thread
+ * that looks, under spin_lock (taken with trylock: a leader that finds it
+ * taken does not wait); spin_look_ms and spin_busy are also read as relaxed
+ * atomics without it.
  */
 #define ZR_SPIN_LOOK_MS 100
-#define ZR_SPIN_FREE_PCT 20
+#define ZR_SPIN_STOP_PCT 20	/* polling stops below this share of spare time, */
+#define ZR_SPIN_RESUME_PCT 30	/* and starts again at this one */
+#define ZR_SPIN_CREDIT_PCT 10	/* the loop's own time counts as spare up to this */
 static int spin_fd = -1;	/* /proc/stat; -1: poll without looking */
-static long spin_hz = 100;	/* its unit: ticks a second (USER_HZ) */
+static char *spin_buf;		/* what is read of it */
+static size_t spin_buf_len;
+static cpu_set_t spin_cpus;	/* the CPUs the daemon may run on */
+static long spin_hz = 100;	/* /proc/stat's unit: ticks a second (USER_HZ) */
 static pthread_mutex_t spin_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t spin_look_ms;	/* spin_lock: zr_now_ms() of the last look */
-static bool spin_busy;		/* spin_lock: the last look found the CPUs busy */
+static bool spin_busy;		/* spin_lock: the CPUs have no time to spare */
 static uint64_t spin_idle0, spin_total0, spin_ns0;	/* spin_lock: at the last look */
 static uint64_t spin_ns;	/* relaxed atomic: time the leader read in a loop */
 static uint64_t n_spin_stops;	/* relaxed atomic: looks that stopped the polling */
@@ -630,66 +637,96 @@ static void park(struct zr_fs *fs)
 }
 
 /*
- * Look at /proc/stat's first line (the CPUs' time, summed, in ticks): the
- * share of it since the last look that went idle (or to I/O wait) or to
- * the leader's polling, which would otherwise have been idle too, decides
- * spin_busy. A look more than two periods after the last one (requests
- * paused) only takes new counters. Caller holds spin_lock.
+ * The idle (and I/O wait) ticks and all ticks, summed over the CPUs the
+ * daemon may run on, from /proc/stat's cpuN lines. @return 0, or -1 if
+ * the file cannot be read or shows none of them.
+ */
+static int spin_ticks(uint64_t *idle, uint64_t *total)
+{
+	ssize_t n = pread(spin_fd, spin_buf, spin_buf_len - 1, 0);
+	bool seen = false;
+	char *p;
+
+	if (n <= 0)
+		return -1;
+	spin_buf[n] = 0;
+	*idle = *total = 0;
+	for (p = strstr(spin_buf, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
+		unsigned long long v[8] = { 0 };
+		unsigned cpu;
+
+		if (sscanf(p + 1, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 6 ||
+		    cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &spin_cpus))
+			continue;
+		for (unsigned i = 0; i < 8; i++)
+			*total += v[i];
+		*idle += v[3] + v[4];
+		seen = true;
+	}
+	return seen ? 0 : -1;
+}
+
+/*
+ * Look at the CPUs the daemon may run on (spin_ticks()): of their time
+ * since the last look, the share that went idle, plus the leader's own
+ * polling (which would have been idle time without it) up to
+ * ZR_SPIN_CREDIT_PCT, is the spare time; below ZR_SPIN_STOP_PCT the CPUs
+ * are busy, and they are free again from ZR_SPIN_RESUME_PCT. The credit
+ * is capped so that the loop cannot keep itself going on CPUs that other
+ * work needs: at least a tenth must be really idle. A look long after the
+ * last one (requests paused) judges the whole time since. The first look,
+ * and one that cannot read the file, count the CPUs as free: polling goes
+ * on, and the next look (ZR_SPIN_LOOK_MS later) decides. Caller holds
+ * spin_lock.
  */
 static void spin_look(uint64_t now_ms)
 {
-	unsigned long long v[8] = { 0 };
-	uint64_t idle, total = 0, ns = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
-	bool fresh = now_ms - spin_look_ms <= 2 * ZR_SPIN_LOOK_MS;
-	char buf[256];
-	ssize_t n;
+	uint64_t idle, total, ns = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+	bool busy = false;
 
 	__atomic_store_n(&spin_look_ms, now_ms, __ATOMIC_RELAXED);
-	n = pread(spin_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
-		return;
-	for (unsigned i = 0; i < 8; i++)
-		total += v[i];
-	idle = v[3] + v[4];
-	if (fresh && spin_total0 && total > spin_total0) {
-		/* (iowait may go back: clamped) */
-		uint64_t free = idle > spin_idle0 ? idle - spin_idle0 : 0;
-		bool busy;
+	if (spin_ticks(&idle, &total) < 0) {
+		spin_total0 = 0;
+	} else {
+		if (spin_total0 && total > spin_total0) {
+			uint64_t all = total - spin_total0;
+			/* (iowait may go back: clamped) */
+			uint64_t spare = idle > spin_idle0 ? idle - spin_idle0 : 0;
+			uint64_t own = (ns - spin_ns0) * (uint64_t)spin_hz / 1000000000u;
 
-		free += (ns - spin_ns0) * (uint64_t)spin_hz / 1000000000u;
-		busy = free * 100 < ZR_SPIN_FREE_PCT * (total - spin_total0);
-		if (busy && !spin_busy)
-			__atomic_add_fetch(&n_spin_stops, 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&spin_busy, busy, __ATOMIC_RELAXED);
+			spare = spare * 100 + ZR_MIN(own * 100, ZR_SPIN_CREDIT_PCT * all);
+			busy = spare < (spin_busy ? ZR_SPIN_RESUME_PCT : ZR_SPIN_STOP_PCT) * all;
+		} else if (spin_total0) {
+			busy = spin_busy;	/* (no tick counted since: no news) */
+		}
+		spin_idle0 = idle;
+		spin_total0 = total;
+		spin_ns0 = ns;
 	}
-	spin_idle0 = idle;
-	spin_total0 = total;
-	spin_ns0 = ns;
+	if (busy && !spin_busy)
+		__atomic_add_fetch(&n_spin_stops, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&spin_busy, busy, __ATOMIC_RELAXED);
 }
 
 /*
  * Whether the leader may read in a loop now. The loop takes a CPU: that
  * costs nobody while the CPUs have time to spare (an untar: tar on one CPU
- * and the daemon on the other leave them idle a quarter to a third of the
- * time), but when other work keeps them all busy (a parallel build:
- * compilers on every CPU, idle under a tenth of the time), every spin that
- * finds no request is taken from that work. So the loop runs only while,
- * at the last look (at most ZR_SPIN_LOOK_MS old), at least
- * ZR_SPIN_FREE_PCT of the CPUs' time went idle or to the loop itself.
+ * and the daemon on the other leave them idle over a third of the time),
+ * but when other work keeps them all busy (a parallel build: compilers on
+ * every CPU, idle a twentieth of the time) every loop that finds no
+ * request is time taken from that work. So the loop runs only while the
+ * last look (spin_look(), at most every ZR_SPIN_LOOK_MS while the leader
+ * is about to poll) found time to spare.
  */
 static bool spin_allowed(void)
 {
-	uint64_t now;
-
 	if (spin_fd < 0)
 		return true;
-	now = zr_now_ms();
-	if (now - __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) >= ZR_SPIN_LOOK_MS &&
+	if (zr_now_ms() - __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) >= ZR_SPIN_LOOK_MS &&
 	    pthread_mutex_trylock(&spin_lock) == 0) {
+		uint64_t now = zr_now_ms();	/* (under the lock: never before the last look) */
+
 		if (now - spin_look_ms >= ZR_SPIN_LOOK_MS)
 			spin_look(now);
 		pthread_mutex_unlock(&spin_lock);
@@ -697,11 +734,11 @@ static bool spin_allowed(void)
 	return !__atomic_load_n(&spin_busy, __ATOMIC_RELAXED);
 }
 
-/* Count a polling loop that ran from @t0 to @end (ns), as at most @spin:
- * past its deadline the thread can only have been preempted. */
-static void spun(uint64_t spin, uint64_t t0, uint64_t end)
+/* Count a polling loop that ran from @t0 to @end (ns), as at most
+ * @spin_max: past its deadline the thread can only have been preempted. */
+static void spun(uint64_t spin_max, uint64_t t0, uint64_t end)
 {
-	__atomic_add_fetch(&spin_ns, ZR_MIN(end - t0, spin), __ATOMIC_RELAXED);
+	__atomic_add_fetch(&spin_ns, ZR_MIN(end - t0, spin_max), __ATOMIC_RELAXED);
 }
 
 /*
@@ -717,7 +754,7 @@ static void spun(uint64_t spin, uint64_t t0, uint64_t end)
 static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 {
 	struct pollfd pfd = { .fd = poll_fd, .events = POLLIN };
-	uint64_t spin = (uint64_t)fs->opt->busy_poll * 1000u, deadline = 0, t0 = 0, now;
+	uint64_t spin_max = (uint64_t)fs->opt->busy_poll * 1000u, deadline = 0, t0 = 0, now;
 	ssize_t n;
 	int err;
 
@@ -735,20 +772,20 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			continue;
 		if (!deadline && bursting(fs) && spin_allowed()) {
 			t0 = zr_now_ns();
-			deadline = t0 + spin;
+			deadline = t0 + spin_max;
 		}
 		if (deadline) {
 			now = zr_now_ns();
 			if (now < deadline)
 				continue;
-			spun(spin, t0, now);
+			spun(spin_max, t0, now);
 			deadline = 0;
 		}
 		if (idle_poll(&pfd) < 0 && errno != EINTR)
 			return -1;
 	}
 	if (deadline)
-		spun(spin, t0, zr_now_ns());
+		spun(spin_max, t0, zr_now_ns());
 	errno = err;
 	return n;
 }
@@ -1012,6 +1049,31 @@ static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata
 	return n;
 }
 
+/* Open what spin_look() reads, for the CPUs in @cpus; without it the
+ * leader polls in every burst (the log says so). */
+static void spin_start(const cpu_set_t *cpus)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	const char *why = NULL;
+
+	spin_cpus = *cpus;
+	spin_hz = sysconf(_SC_CLK_TCK);
+	/* (the cpuN lines come first: room for them is enough) */
+	spin_buf_len = 4096 + (size_t)(ncpu > 0 ? ncpu : CPU_SETSIZE) * 160;
+	if (spin_hz <= 0) {
+		why = "no clock tick rate";
+	} else if (!(spin_buf = malloc(spin_buf_len))) {
+		why = strerror(ENOMEM);
+	} else if ((spin_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC)) < 0) {
+		why = strerror(errno);
+		free(spin_buf);
+		spin_buf = NULL;
+	}
+	if (why)
+		zr_log(ZR_LOG_INFO, "busy_poll: cannot look at the CPUs' time in /proc/stat (%s): polling in every burst",
+		       why);
+}
+
 /**
  * zr_session_hook() - route the session's /dev/fuse traffic through the
  * functions above. Call after fuse_session_mount().
@@ -1039,11 +1101,8 @@ int zr_session_hook(struct zr_fs *fs)
 		       strerror(errno));
 	else
 		poll_fd = fd;
-	spin_hz = sysconf(_SC_CLK_TCK);
-	if (poll_fd >= 0 && spin_hz > 0)
-		spin_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-	if (poll_fd >= 0 && spin_fd < 0)
-		zr_log(ZR_LOG_INFO, "busy_poll: cannot read /proc/stat: polling whether or not the CPUs are busy");
+	if (poll_fd >= 0)
+		spin_start(&cpus);
 	return 0;
 }
 

@@ -8,14 +8,17 @@
 # same client, a look at /proc/stat (one every 0.1 s at most) finds the
 # CPUs busy: busy_poll_stops counts it and the polling stops
 # (busy_poll_ms grows by little).  Once the hogs are gone, it starts again.
-# (The phases without hogs are tried three times, as other work on the
-# machine may keep the CPUs busy for a while; the one with hogs is not.)
+# (The phases without hogs are tried five times, as other work on the
+# machine may keep the CPUs busy for a while; the one with hogs is not.
+# The hogs run for about 2 s, which may slow tests run beside this one.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "busy polling is the daemon's"
 zr_stats_on || zr_skip "needs the .zramfs control directory"
 zr_need_tool python3 nproc
 [ -r /proc/stat ] || zr_skip "no /proc/stat to look at the CPUs with"
+[ "$(nproc)" -ge 2 ] ||
+	zr_skip "one CPU: the client needs it while the leader would poll, so the leader seldom polls"
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
@@ -49,12 +52,12 @@ polled() {
 }
 
 # polls_alone WHAT: runs the client alone until the leader polled at least
-# 75 ms (5%) of 1.5 s, three times at most (other work on the machine, a
+# 75 ms (5%) of 1.5 s, five times at most (other work on the machine, a
 # parallel `make check`, may keep the CPUs busy for a while); sets ALONE
 polls_alone() {
 	local k
 	client 0.5 >/dev/null || fail "the client failed"	# (into the burst)
-	for k in 1 2 3; do
+	for k in 1 2 3 4 5; do
 		polled 1.5
 		ALONE=$POLLED
 		say "  ${ALONE} ms of polling in 1.5 s ($REQS requests)"
@@ -70,24 +73,25 @@ alone=$ALONE
 say "a CPU hog on every CPU beside it: the polling stops"
 ncpu=$(nproc)
 hogs=()
+# (the hogs end with the test whatever happens; not once they are reaped)
+ZR_ATEXIT+=('[ ${#hogs[@]} = 0 ] || kill "${hogs[@]}" 2>/dev/null')
 for i in $(seq "$ncpu"); do
 	sh -c 'while :; do :; done' &
 	hogs+=($!)
 done
-ZR_ATEXIT+=("kill ${hogs[*]} 2>/dev/null")
-s0=$(zr_stat busy_poll_stops)
 client 0.5 >/dev/null || fail "the client failed"	# (a look or more meanwhile)
 polled 1.5
 busy=$POLLED
-s1=$(zr_stat busy_poll_stops)
-say "  ${busy} ms of polling in 1.5 s ($REQS requests); busy_poll_stops $s0 -> $s1"
-[ "$s1" -gt "$s0" ] || fail "no look found the CPUs busy with $ncpu hogs running"
+stops=$(zr_stat busy_poll_stops)
+say "  ${busy} ms of polling in 1.5 s ($REQS requests); busy_poll_stops $stops"
+[ "$stops" -ge 1 ] || fail "no look found the CPUs busy with $ncpu hogs running"
 [ "$busy" -le 15 ] && [ $((busy * 5)) -le "$alone" ] ||
 	fail "with $ncpu CPU hogs the leader polled ${busy} ms in 1.5 s (alone: ${alone}), want <= 15 and <= a fifth"
-kill "${hogs[@]}" 2>/dev/null
+kill "${hogs[@]}" 2>/dev/null || true
 for h in "${hogs[@]}"; do
 	wait "$h" 2>/dev/null || true
 done
+hogs=()
 
 say "the hogs gone: the polling starts again"
 polls_alone "after the hogs"
