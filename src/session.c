@@ -743,13 +743,14 @@ static void spun(uint64_t spin_max, uint64_t t0, uint64_t end)
 
 /*
  * As the leader, read the next request from poll_fd: in a burst, while
- * spin_allowed(), read in a loop for up to busy_poll µs; then (and outside
- * a burst at once) sleep
- * in poll(2) until one comes. @return what read(2) returned: the request's
- * length, or -1 with errno set (ENODEV once the file system is unmounted);
- * -1 with errno EAGAIN when this thread has lost the role meanwhile (the
- * watchdog took it over while this thread was held up on its way here).
- * ENOENT (a request the kernel dropped while we copied it) is retried.
+ * spin_allowed(), read in a loop for up to busy_poll µs (whether the burst
+ * goes on is asked as the loop starts); then (and outside a burst, or
+ * with the CPUs busy, at once) sleep in poll(2) until one comes.
+ * @return what read(2) returned: the request's length, or -1 with errno
+ * set (ENODEV once the file system is unmounted); -1 with errno EAGAIN
+ * when this thread has lost the role meanwhile (the watchdog took it over
+ * while this thread was held up on its way here). ENOENT (a request the
+ * kernel dropped while we copied it) is retried.
  */
 static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 {
