@@ -64,6 +64,7 @@ int zr_parse_duration_ms(const char *s, uint64_t *out);
  * under holds) into @set: all of them if they cannot be read.
  * @return how many, at least 1. */
 unsigned zr_daemon_cpus(cpu_set_t *set);
+const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *total);
 
 /** Physical RAM of the machine in bytes (MemTotal, from sysconf), whatever
  * the cgroup's limit. 0 if unknown. */

@@ -644,24 +644,20 @@ static void park(struct zr_fs *fs)
 static int spin_ticks(uint64_t *idle, uint64_t *total)
 {
 	ssize_t n = pread(spin_fd, spin_buf, spin_buf_len - 1, 0);
+	uint64_t i, t;
 	bool seen = false;
-	char *p;
+	const char *p;
+	unsigned cpu;
 
 	if (n <= 0)
 		return -1;
 	spin_buf[n] = 0;
 	*idle = *total = 0;
-	for (p = strstr(spin_buf, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
-		unsigned long long v[8] = { 0 };
-		unsigned cpu;
-
-		if (sscanf(p + 1, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
-			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 6 ||
-		    cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &spin_cpus))
+	for (p = spin_buf; (p = zr_proc_stat_cpu(p, &cpu, &i, &t));) {
+		if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &spin_cpus))
 			continue;
-		for (unsigned i = 0; i < 8; i++)
-			*total += v[i];
-		*idle += v[3] + v[4];
+		*idle += i;
+		*total += t;
 		seen = true;
 	}
 	return seen ? 0 : -1;
@@ -710,20 +706,20 @@ static void spin_look(uint64_t now_ms)
 }
 
 /*
- * Whether the leader may read in a loop now. The loop takes a CPU: that
- * costs nobody while the CPUs have time to spare (an untar: tar on one CPU
- * and the daemon on the other leave them idle over a third of the time),
- * but when other work keeps them all busy (a parallel build: compilers on
- * every CPU, idle a twentieth of the time) every loop that finds no
- * request is time taken from that work. So the loop runs only while the
+ * Whether the leader may read in a loop now (@now_ns: zr_now_ns()). The
+ * loop takes a CPU: that costs nobody while the CPUs have time to spare
+ * (an untar: tar on one CPU and the daemon on the other leave them idle
+ * over a third of the time), but when other work keeps them all busy (a
+ * parallel build: compilers on every CPU, idle a twentieth of the time)
+ * every loop that finds no request is time taken from that work. So the loop runs only while the
  * last look (spin_look(), at most every ZR_SPIN_LOOK_MS while the leader
  * is about to poll) found time to spare.
  */
-static bool spin_allowed(void)
+static bool spin_allowed(uint64_t now_ns)
 {
 	if (spin_fd < 0)
 		return true;
-	if (zr_now_ms() - __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) >= ZR_SPIN_LOOK_MS &&
+	if (now_ns / 1000000u >= __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) + ZR_SPIN_LOOK_MS &&
 	    pthread_mutex_trylock(&spin_lock) == 0) {
 		uint64_t now = zr_now_ms();	/* (under the lock: never before the last look) */
 
@@ -771,9 +767,10 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			break;
 		if (err != EAGAIN)
 			continue;
-		if (!deadline && bursting(fs) && spin_allowed()) {
+		if (!deadline && bursting(fs)) {
 			t0 = zr_now_ns();
-			deadline = t0 + spin_max;
+			if (spin_allowed(t0))
+				deadline = t0 + spin_max;
 		}
 		if (deadline) {
 			now = zr_now_ns();

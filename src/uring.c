@@ -851,23 +851,18 @@ static bool watch_starved(struct zr_uring_ent *e, struct sched_watch *w)
 static int min_idle_pct(int fd, char *buf, size_t size, uint64_t *prev, unsigned ncpu)
 {
 	ssize_t n = pread(fd, buf, size - 1, 0);
+	uint64_t idle, total;
 	int lowest = 101;
-	char *p;
+	const char *p;
+	unsigned cpu;
 
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	for (p = strstr(buf, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
-		unsigned long long v[8] = { 0 }, idle, total = 0;
-		unsigned cpu;
-
-		if (sscanf(p + 1, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
-			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 6 || cpu >= ncpu)
+	for (p = buf; (p = zr_proc_stat_cpu(p, &cpu, &idle, &total));) {
+		if (cpu >= ncpu)
 			continue;
-		for (unsigned i = 0; i < 8; i++)
-			total += v[i];
 		/* (iowait is idle time too, and may go back: clamped) */
-		idle = v[3] + v[4];
 		if (prev[2 * cpu + 1] && total > prev[2 * cpu + 1]) {
 			int64_t d = (int64_t)(idle - prev[2 * cpu]);
 			int pct = d <= 0 ? 0 : (int)((uint64_t)d * 100 / (total - prev[2 * cpu + 1]));

@@ -235,6 +235,29 @@ unsigned zr_daemon_cpus(cpu_set_t *set)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/*
+ * zr_proc_stat_cpu() - the next cpuN line of /proc/stat's text, at or after
+ * @p: its CPU number, its idle ticks (idle and I/O wait) and all its ticks
+ * (the first eight fields). Lines that do not parse are skipped.
+ * @return where to look for the line after it, or NULL when none is left.
+ */
+const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *total)
+{
+	for (p = strstr(p, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
+		unsigned long long v[8] = { 0 };
+
+		if (sscanf(p + 1, "cpu%u %llu %llu %llu %llu %llu %llu %llu %llu", cpu, &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 6)
+			continue;
+		*total = 0;
+		for (unsigned i = 0; i < 8; i++)
+			*total += v[i];
+		*idle = v[3] + v[4];
+		return p + 1;
+	}
+	return NULL;
+}
+
 uint64_t zr_phys_ram_bytes(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES);
