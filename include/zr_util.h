@@ -66,6 +66,29 @@ int zr_parse_duration_ms(const char *s, uint64_t *out);
 unsigned zr_daemon_cpus(cpu_set_t *set);
 const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *total);
 
+/**
+ * struct zr_cpu_look - what zr_cpu_ticks() reads /proc/stat with: the open
+ * file, room for its text, and the CPUs whose lines it sums (those the
+ * daemon may run on). Its user says which lock or thread owns it.
+ */
+struct zr_cpu_look {
+	int fd;			/* /proc/stat; -1: not open */
+	char *buf;		/* what is read of it */
+	size_t len;		/* buf's size */
+	cpu_set_t cpus;
+};
+
+/** Open /proc/stat into @l for zr_cpu_ticks() over @cpus.
+ * @return 0, or -errno with l->fd -1 and nothing held. */
+int zr_cpu_look_open(struct zr_cpu_look *l, const cpu_set_t *cpus);
+
+/** Give back what zr_cpu_look_open() took (nothing after it failed). */
+void zr_cpu_look_close(struct zr_cpu_look *l);
+
+/** The idle (and I/O wait) ticks and all ticks, summed over l->cpus.
+ * @return 0, or -1 if the file cannot be read or shows none of them. */
+int zr_cpu_ticks(struct zr_cpu_look *l, uint64_t *idle, uint64_t *total);
+
 /** Physical RAM of the machine in bytes (MemTotal, from sysconf), whatever
  * the cgroup's limit. 0 if unknown. */
 uint64_t zr_phys_ram_bytes(void);

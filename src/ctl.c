@@ -132,6 +132,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("orphans", zr_stat_read(&fs->norphans));
 	P("psi_shrinks", zr_stat_read(&fs->psi_shrinks));
 	P("lowmem_shrinks", zr_stat_read(&fs->lowmem_shrinks));
+	P("recompress_busy", zr_stat_read(&fs->recompress_busy));
 	P("stream_copies", zr_stat_read(&fs->stream_copies));
 	P("stream_copies_dropped", zr_stat_read(&fs->fill_dropped));
 	P("stream_copies_idle", zr_stat_read(&fs->fill_thread_copies));

@@ -2525,12 +2525,106 @@ static void settle_forced(struct zr_fs *fs)
 	(void)zr_store_settle(fs->store, settle_stop, &r);
 }
 
+/*
+ * Idle recompression runs while the CPUs have time to spare. Recompressing
+ * a kernel tree copied in took the writeback thread 0.8-1.1 CPU-s of the
+ * build that followed, time taken from the compilers, which kept both
+ * CPUs busy. So while the CPUs the daemon may run on are busy (a look at
+ * /proc/stat, at most every ZR_RECOMP_LOOK_MS, finds less than
+ * ZR_RECOMP_SPARE_PCT of their time idle since the last one), the 5 s
+ * pass stops after ZR_RECOMP_BUSY_MS and the slices between passes wait;
+ * a tier above its low watermark recompresses as before, as RAM is short
+ * then. The thread's own time counts as spare up to ZR_RECOMP_CREDIT_PCT
+ * (its slices would otherwise stop themselves on one CPU), no more, so
+ * that it cannot keep itself going on CPUs that other work needs.
+ */
+#define ZR_RECOMP_LOOK_MS 500
+#define ZR_RECOMP_SPARE_PCT 20
+#define ZR_RECOMP_CREDIT_PCT 10
+#define ZR_RECOMP_BUSY_MS 50
+
+/* The writeback thread's look at the CPUs for idle recompression (that
+ * thread's own). */
+struct recomp_look {
+	struct zr_cpu_look cpu;	/* fd -1: the CPUs count as free */
+	long hz;		/* /proc/stat's ticks a second */
+	uint64_t look_ms;	/* zr_now_ms() of the last look */
+	uint64_t idle0, total0;	/* ticks at the last look (total0 0: none) */
+	uint64_t own0;		/* the thread's CPU time then (ns) */
+	bool busy;		/* the last look's verdict */
+};
+
+/* Open what recomp_busy() reads; without it the CPUs always count as
+ * free (the log says so). */
+static void recomp_look_open(struct recomp_look *l)
+{
+	cpu_set_t cpus;
+	int err;
+
+	memset(l, 0, sizeof(*l));
+	l->cpu.fd = -1;
+	l->hz = sysconf(_SC_CLK_TCK);
+	(void)zr_daemon_cpus(&cpus);
+	if (l->hz <= 0)
+		zr_log(ZR_LOG_INFO, "idle recompression: no clock tick rate to read /proc/stat with: it runs whatever the CPUs do");
+	else if ((err = zr_cpu_look_open(&l->cpu, &cpus)) < 0)
+		zr_log(ZR_LOG_INFO, "idle recompression: cannot look at the CPUs' time in /proc/stat (%s): it runs whatever the CPUs do",
+		       strerror(-err));
+}
+
+/* The calling thread's CPU time (ns); 0 if it cannot be read. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Whether the CPUs the daemon may run on are busy for idle recompression:
+ * the verdict of a look at most ZR_RECOMP_LOOK_MS old, or of a new one,
+ * over the time since the last (see above). The first look, one after no
+ * tick went by, and one that cannot read /proc/stat find them free, or
+ * keep the last verdict. Called by the writeback thread only.
+ */
+static bool recomp_busy(struct recomp_look *l)
+{
+	uint64_t now = zr_now_ms(), idle, total, own, spare, all;
+
+	if (l->cpu.fd < 0 || now - l->look_ms < ZR_RECOMP_LOOK_MS)
+		return l->busy;
+	l->look_ms = now;
+	own = thread_cpu_ns();
+	if (zr_cpu_ticks(&l->cpu, &idle, &total) < 0) {
+		l->total0 = 0;
+		l->busy = false;
+		return false;
+	}
+	if (l->total0 && total > l->total0) {
+		all = total - l->total0;
+		/* (iowait may go back: clamped) */
+		spare = (idle > l->idle0 ? idle - l->idle0 : 0) * 100;
+		if (own > l->own0)
+			spare += ZR_MIN((own - l->own0) / 1000000u * (uint64_t)l->hz / 1000u * 100,
+					ZR_RECOMP_CREDIT_PCT * all);
+		l->busy = spare < ZR_RECOMP_SPARE_PCT * all;
+	}
+	l->idle0 = idle;
+	l->total0 = total;
+	l->own0 = own;
+	return l->busy;
+}
+
 static void *wb_main(void *arg)
 {
 	struct zr_fs *fs = arg;
 	uint64_t last_sweep = zr_now_ms(), last_expire = 0;
-	bool more_fill = false, recomp_fast = false, lowmem = false;
+	bool more_fill = false, recomp_fast = false, lowmem = false, busy;
+	struct recomp_look look;
 
+	recomp_look_open(&look);
 	pthread_mutex_lock(&fs->wb_lock);
 	while (!fs->wb_stop) {
 		struct timespec ts;
@@ -2556,6 +2650,9 @@ static void *wb_main(void *arg)
 			(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
 			last_expire = zr_now_ms();
 		}
+		/* (a look every turn, so that a pass is judged by the last
+		 * second or so, not by the 5 s since the last pass) */
+		busy = recomp_busy(&look) && !tier_tight(fs);
 		settle_forced(fs);
 		more_fill = fill_drain(fs, 200);
 		psi_shrink(fs);
@@ -2573,8 +2670,15 @@ static void *wb_main(void *arg)
 
 			zr_fs_sweep(fs);
 			/* data untouched since the last pass goes to the
-			 * strong codec, for at most 1 s of CPU a pass ... */
-			(void)zr_store_recompress_idle(fs->store, UINT64_MAX, 1000);
+			 * strong codec, for at most 1 s a pass (50 ms while
+			 * the CPUs are busy and the tier has room) ... */
+			if (busy) {
+				zr_stat_add(&fs->recompress_busy, 1);
+				(void)zr_store_recompress_idle(fs->store, UINT64_MAX,
+							       ZR_RECOMP_BUSY_MS);
+			} else {
+				(void)zr_store_recompress_idle(fs->store, UINT64_MAX, 1000);
+			}
 			recomp_fast = zr_store_recompress_pending(fs->store);
 			/* churn leaves partly used spans: compact when they
 			 * cost more than 5% of the compressed data */
@@ -2589,17 +2693,19 @@ static void *wb_main(void *arg)
 			/* ... and the rest in slices of 100 ms, 20 ms apart,
 			 * while no block is read or written and no request
 			 * came for ZR_QUIET_MS (a stream that bypasses the
-			 * tier moves no block); otherwise a look each `scan`
-			 * ms (a kernel tree copied in: all cold 9 s after the
-			 * copy, not 20) */
+			 * tier moves no block) and the CPUs have time to
+			 * spare or the tier is tight; otherwise a look each
+			 * `scan` ms (a kernel tree copied in: all cold 9 s
+			 * after the copy, not 20) */
 			if (zr_now_ms() - __atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) >=
-			    ZR_QUIET_MS)
+			    ZR_QUIET_MS && !busy)
 				(void)zr_store_recompress_more(fs->store, 100, &ran);
 			recomp_fast = ran && zr_store_recompress_pending(fs->store);
 		}
 		pthread_mutex_lock(&fs->wb_lock);
 	}
 	pthread_mutex_unlock(&fs->wb_lock);
+	zr_cpu_look_close(&look.cpu);
 	return NULL;
 }
 

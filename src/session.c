@@ -163,7 +163,7 @@ static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
 /*
  * Whether the CPUs have time to spare for the leader's polling loop (see
- * spin_allowed()). spin_fd, spin_buf, spin_cpus and spin_hz are set before
+ * spin_allowed()). spin_cpu and spin_hz are set before
  * the session loop starts. The look's counters are written by the thread
  * that looks, under spin_lock (taken with trylock: a leader that finds it
  * taken does not wait); spin_look_ms and spin_busy are also read as relaxed
@@ -173,10 +173,7 @@ static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 #define ZR_SPIN_STOP_PCT 20	/* polling stops below this share of spare time, */
 #define ZR_SPIN_RESUME_PCT 30	/* and starts again at this one */
 #define ZR_SPIN_CREDIT_PCT 10	/* the loop's own time counts as spare up to this */
-static int spin_fd = -1;	/* /proc/stat; -1: poll without looking */
-static char *spin_buf;		/* what is read of it */
-static size_t spin_buf_len;
-static cpu_set_t spin_cpus;	/* the CPUs the daemon may run on */
+static struct zr_cpu_look spin_cpu = { .fd = -1 };	/* fd -1: poll without looking */
 static long spin_hz = 100;	/* /proc/stat's unit: ticks a second (USER_HZ) */
 static pthread_mutex_t spin_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t spin_look_ms;	/* spin_lock: zr_now_ms() of the last look */
@@ -637,34 +634,7 @@ static void park(struct zr_fs *fs)
 }
 
 /*
- * The idle (and I/O wait) ticks and all ticks, summed over the CPUs the
- * daemon may run on, from /proc/stat's cpuN lines. @return 0, or -1 if
- * the file cannot be read or shows none of them.
- */
-static int spin_ticks(uint64_t *idle, uint64_t *total)
-{
-	ssize_t n = pread(spin_fd, spin_buf, spin_buf_len - 1, 0);
-	uint64_t i, t;
-	bool seen = false;
-	const char *p;
-	unsigned cpu;
-
-	if (n <= 0)
-		return -1;
-	spin_buf[n] = 0;
-	*idle = *total = 0;
-	for (p = spin_buf; (p = zr_proc_stat_cpu(p, &cpu, &i, &t));) {
-		if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &spin_cpus))
-			continue;
-		*idle += i;
-		*total += t;
-		seen = true;
-	}
-	return seen ? 0 : -1;
-}
-
-/*
- * Look at the CPUs the daemon may run on (spin_ticks()): of their time
+ * Look at the CPUs the daemon may run on (zr_cpu_ticks()): of their time
  * since the last look, the share that went idle, plus the leader's own
  * polling (which would have been idle time without it) up to
  * ZR_SPIN_CREDIT_PCT, is the spare time; below ZR_SPIN_STOP_PCT the CPUs
@@ -682,7 +652,7 @@ static void spin_look(uint64_t now_ms)
 	bool busy = false;
 
 	__atomic_store_n(&spin_look_ms, now_ms, __ATOMIC_RELAXED);
-	if (spin_ticks(&idle, &total) < 0) {
+	if (zr_cpu_ticks(&spin_cpu, &idle, &total) < 0) {
 		spin_total0 = 0;
 	} else {
 		if (spin_total0 && total > spin_total0) {
@@ -717,7 +687,7 @@ static void spin_look(uint64_t now_ms)
  */
 static bool spin_allowed(uint64_t now_ns)
 {
-	if (spin_fd < 0)
+	if (spin_cpu.fd < 0)
 		return true;
 	if (now_ns / 1000000u >= __atomic_load_n(&spin_look_ms, __ATOMIC_RELAXED) + ZR_SPIN_LOOK_MS &&
 	    pthread_mutex_trylock(&spin_lock) == 0) {
@@ -1051,25 +1021,14 @@ static ssize_t zr_io_writev(int fd, struct iovec *iov, int count, void *userdata
  * leader polls in every burst (the log says so). */
 static void spin_start(const cpu_set_t *cpus)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-	const char *why = NULL;
+	int err;
 
-	spin_cpus = *cpus;
 	spin_hz = sysconf(_SC_CLK_TCK);
-	/* (the cpuN lines come first: room for them is enough) */
-	spin_buf_len = 4096 + (size_t)(ncpu > 0 ? ncpu : CPU_SETSIZE) * 160;
-	if (spin_hz <= 0) {
-		why = "no clock tick rate";
-	} else if (!(spin_buf = malloc(spin_buf_len))) {
-		why = strerror(ENOMEM);
-	} else if ((spin_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC)) < 0) {
-		why = strerror(errno);
-		free(spin_buf);
-		spin_buf = NULL;
-	}
-	if (why)
+	if (spin_hz <= 0)
+		zr_log(ZR_LOG_INFO, "busy_poll: no clock tick rate to read /proc/stat with: polling in every burst");
+	else if ((err = zr_cpu_look_open(&spin_cpu, cpus)) < 0)
 		zr_log(ZR_LOG_INFO, "busy_poll: cannot look at the CPUs' time in /proc/stat (%s): polling in every burst",
-		       why);
+		       strerror(-err));
 }
 
 /**
