@@ -2531,15 +2531,18 @@ static void settle_forced(struct zr_fs *fs)
  * build that followed, time taken from the compilers, which kept both
  * CPUs busy. So while the CPUs the daemon may run on are busy (a look at
  * /proc/stat, at most every ZR_RECOMP_LOOK_MS, finds less than
- * ZR_RECOMP_SPARE_PCT of their time idle since the last one), the 5 s
- * pass stops after ZR_RECOMP_BUSY_MS and the slices between passes wait;
- * a tier above its low watermark recompresses as before, as RAM is short
- * then. The thread's own time counts as spare up to ZR_RECOMP_CREDIT_PCT
- * (its slices would otherwise stop themselves on one CPU), no more, so
- * that it cannot keep itself going on CPUs that other work needs.
+ * ZR_RECOMP_STOP_PCT of their time idle since the last one, until one
+ * finds ZR_RECOMP_RESUME_PCT again), the 5 s pass stops after
+ * ZR_RECOMP_BUSY_MS (64 blocks at least) and the slices between passes
+ * wait; a full tier (tier_full()) and low memory recompress as before, as
+ * RAM is short then. The thread's own time counts as spare up to
+ * ZR_RECOMP_CREDIT_PCT (its slices would otherwise stop themselves on one
+ * CPU), no more, so that it cannot keep itself going on CPUs that other
+ * work needs.
  */
 #define ZR_RECOMP_LOOK_MS 500
-#define ZR_RECOMP_SPARE_PCT 20
+#define ZR_RECOMP_STOP_PCT 20
+#define ZR_RECOMP_RESUME_PCT 30
 #define ZR_RECOMP_CREDIT_PCT 10
 #define ZR_RECOMP_BUSY_MS 50
 
@@ -2609,7 +2612,7 @@ static bool recomp_busy(struct recomp_look *l)
 		if (own > l->own0)
 			spare += ZR_MIN((own - l->own0) / 1000000u * (uint64_t)l->hz / 1000u * 100,
 					ZR_RECOMP_CREDIT_PCT * all);
-		l->busy = spare < ZR_RECOMP_SPARE_PCT * all;
+		l->busy = spare < (l->busy ? ZR_RECOMP_RESUME_PCT : ZR_RECOMP_STOP_PCT) * all;
 	}
 	l->idle0 = idle;
 	l->total0 = total;
@@ -2650,9 +2653,13 @@ static void *wb_main(void *arg)
 			(void)zr_store_writeback_expired(fs->store, expire ? expire : 1);
 			last_expire = zr_now_ms();
 		}
-		/* (a look every turn, so that a pass is judged by the last
-		 * second or so, not by the 5 s since the last pass) */
-		busy = recomp_busy(&look) && !tier_tight(fs);
+		/* (a look each turn while slices may run and in the turns
+		 * before a pass, so that a pass is judged by the last second
+		 * or so, not by the 5 s since the last pass) */
+		busy = false;
+		if ((recomp_fast || zr_store_recompress_pending(fs->store) ||
+		     zr_now_ms() - last_sweep > 3500) && !lowmem && !tier_full(fs))
+			busy = recomp_busy(&look);
 		settle_forced(fs);
 		more_fill = fill_drain(fs, 200);
 		psi_shrink(fs);

@@ -1025,7 +1025,7 @@ static void spin_start(const cpu_set_t *cpus)
 
 	spin_hz = sysconf(_SC_CLK_TCK);
 	if (spin_hz <= 0)
-		zr_log(ZR_LOG_INFO, "busy_poll: no clock tick rate to read /proc/stat with: polling in every burst");
+		zr_log(ZR_LOG_INFO, "busy_poll: cannot look at the CPUs' time in /proc/stat (no clock tick rate): polling in every burst");
 	else if ((err = zr_cpu_look_open(&spin_cpu, cpus)) < 0)
 		zr_log(ZR_LOG_INFO, "busy_poll: cannot look at the CPUs' time in /proc/stat (%s): polling in every burst",
 		       strerror(-err));

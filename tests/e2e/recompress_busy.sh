@@ -3,17 +3,26 @@
 # recompress_busy: idle recompression (data at rest goes from lz4 to zstd)
 # waits while the CPUs are busy with other work, and catches up once they
 # have time to spare.  64 MiB of text is written and settled, then a CPU
-# hog per CPU runs while the 5 s passes come by: the pass that could take
-# the data (the second after the write) is cut short (recompress_busy
-# counts it) and the slices between passes do not run, so most blocks stay
-# lz4.  Once the hogs are gone, the rest is recompressed within seconds.
-# (The hogs run for about 13 s, which may slow tests run beside this one.)
+# hog per CPU runs through two 5 s passes counted in recompress_busy (the
+# first marks what is idle, the second may take it): cut short, they take
+# at most half of the blocks, and the slices between passes do not run.
+# Once the hogs are gone, the rest is recompressed within seconds.  (The
+# hogs run for 10-15 s, which may slow tests run beside this one.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "recompression is the daemon's"
 zr_stats_on || zr_skip "needs the .zramfs control directory"
 zr_need_tool nproc
 [ -r /proc/stat ] || zr_skip "no /proc/stat to look at the CPUs with"
+# (a CPU quota is not seen by the look: hogs under one leave the CPUs idle)
+cg2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup 2>/dev/null)
+for q in /sys/fs/cgroup$cg2/cpu.max /sys/fs/cgroup/unified$cg2/cpu.max; do
+	[ -r "$q" ] && [ "$(cut -d' ' -f1 "$q")" != max ] &&
+		zr_skip "a CPU quota ($q): /proc/stat shows the CPUs idle under it"
+done
+cg1=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' /proc/self/cgroup 2>/dev/null)
+q=/sys/fs/cgroup/cpu$cg1/cpu.cfs_quota_us
+[ -r "$q" ] && [ "$(cat "$q")" != -1 ] && zr_skip "a CPU quota ($q): /proc/stat shows the CPUs idle under it"
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
@@ -34,9 +43,14 @@ sync -f "$ZR_MNT/t1"
 zr_wait_settled 20 || fail "blocks still pending compression 20 s after the write"
 blocks=$(zr_stat blocks_hot)
 [ "$blocks" -ge 1000 ] || fail "blocks_hot is $blocks after writing 64 MiB, want >= 1000"
-[ "$(zr_stat recompressions)" = 0 ] || fail "recompressions before any pass could take the data: $(zr_stat recompressions)"
+rc0=$(zr_stat recompressions) rb0=$(zr_stat recompress_busy)
+# (passes come every 5 s from the mount: the second one after the write
+# takes what it finds idle; a machine that took 8 s or more to write and
+# settle the data lets it run before the hogs start)
+[ "$rc0" = 0 ] ||
+	zr_skip "$rc0 blocks were recompressed before the hogs started ($((SECONDS - t0)) s after the mount): too slow to test the busy case"
 
-say "a CPU hog on every CPU: the pass that could take the data is cut short"
+say "a CPU hog on every CPU: two passes are cut short"
 ncpu=$(nproc)
 hogs=()
 # (the hogs end with the test whatever happens; not once they are reaped)
@@ -45,32 +59,36 @@ for i in $(seq "$ncpu"); do
 	sh -c 'while :; do :; done' &
 	hogs+=($!)
 done
-# passes come every 5 s from the mount: the first marks what is idle, the
-# second (at about 10 s) takes it; wait past it, reading the stats seldom
-# (a read is a request: the slices wait for 250 ms without one)
-while [ $((SECONDS - t0)) -lt 13 ]; do
+# two passes made while busy: the first after the write marks the data
+# idle, the second could take it all; wait for them, reading the stats
+# seldom (a read is a request: the slices wait for 250 ms without one)
+for i in $(seq 25); do
 	sleep 1
+	busy=$(($(zr_stat recompress_busy) - rb0))
+	[ "$busy" -ge 2 ] && break
 done
-busy=$(zr_stat recompress_busy) done_busy=$(zr_stat recompressions)
-say "  recompress_busy $busy, $done_busy of $blocks blocks recompressed at $((SECONDS - t0)) s"
+done_busy=$(($(zr_stat recompressions) - rc0))
+say "  $busy passes made busy, $done_busy of $blocks blocks recompressed, $((SECONDS - t0)) s after the mount"
 kill "${hogs[@]}" 2>/dev/null || true
 for h in "${hogs[@]}"; do
 	wait "$h" 2>/dev/null || true
 done
 hogs=()
-[ "$busy" -ge 1 ] || fail "no pass was cut short with $ncpu CPU hogs running"
+[ "$busy" -ge 2 ] || fail "$busy passes made busy in 25 s with $ncpu CPU hogs running, want 2"
 [ $((done_busy * 2)) -le "$blocks" ] ||
 	fail "with $ncpu CPU hogs, $done_busy of $blocks blocks were recompressed, want at most half"
 
 say "the hogs gone: the rest is recompressed"
+# (40 s: other work on the machine, a parallel `make check`, may keep the
+# CPUs busy for a while)
 for i in $(seq 40); do
 	n=$(zr_stat recompressions)
 	[ $((n * 10)) -ge $((blocks * 9)) ] && break
-	sleep 0.5
+	sleep 1
 done
 say "  $n of $blocks blocks recompressed $((SECONDS - t0)) s after the mount"
 [ $((n * 10)) -ge $((blocks * 9)) ] ||
-	fail "20 s after the hogs, $n of $blocks blocks were recompressed, want >= 90%"
+	fail "40 s after the hogs, $n of $blocks blocks were recompressed, want >= 90%"
 for i in 1 2 3 4 5 6 7 8; do
 	cmp "$ZR_TMP/text" "$ZR_MNT/t$i" || fail "t$i differs from what was written"
 done
