@@ -2678,7 +2678,8 @@ static void *wb_main(void *arg)
 			zr_fs_sweep(fs);
 			/* data untouched since the last pass goes to the
 			 * strong codec, for at most 1 s a pass (50 ms while
-			 * the CPUs are busy and the tier has room) ... */
+			 * the CPUs are busy, the tier is not full and memory
+			 * is not low: @busy) ... */
 			if (busy) {
 				zr_stat_add(&fs->recompress_busy, 1);
 				(void)zr_store_recompress_idle(fs->store, UINT64_MAX,
@@ -2700,10 +2701,9 @@ static void *wb_main(void *arg)
 			/* ... and the rest in slices of 100 ms, 20 ms apart,
 			 * while no block is read or written and no request
 			 * came for ZR_QUIET_MS (a stream that bypasses the
-			 * tier moves no block) and the CPUs have time to
-			 * spare or the tier is tight; otherwise a look each
-			 * `scan` ms (a kernel tree copied in: all cold 9 s
-			 * after the copy, not 20) */
+			 * tier moves no block) and not @busy; otherwise a
+			 * look each `scan` ms (a kernel tree copied in: all
+			 * cold 9 s after the copy, not 20) */
 			if (zr_now_ms() - __atomic_load_n(&fs->req_last_ms, __ATOMIC_RELAXED) >=
 			    ZR_QUIET_MS && !busy)
 				(void)zr_store_recompress_more(fs->store, 100, &ran);

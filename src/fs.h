@@ -274,8 +274,9 @@ struct zr_fs {
 	uint64_t fd_opens;
 	uint64_t psi_shrinks;		/* times memory pressure shrank the tier */
 	uint64_t lowmem_shrinks;	/* times low headroom shrank the tier */
-	uint64_t recompress_busy;	/* idle recompression passes cut short
-					 * because the CPUs were busy */
+	uint64_t recompress_busy;	/* 5 s idle recompression passes made
+					 * while the CPUs were busy (cut to
+					 * ZR_RECOMP_BUSY_MS) */
 	uint64_t stream_copies;		/* blocks of bypassed streams copied into the tier */
 	uint64_t fill_thread_copies;	/* those of them the fill thread made */
 	uint64_t written_around;	/* bytes of partial-block writes sent to the
