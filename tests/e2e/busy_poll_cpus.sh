@@ -72,13 +72,7 @@ alone=$ALONE
 
 say "a CPU hog on every CPU beside it: the polling stops"
 ncpu=$(nproc)
-hogs=()
-# (the hogs end with the test whatever happens; not once they are reaped)
-ZR_ATEXIT+=('[ ${#hogs[@]} = 0 ] || kill "${hogs[@]}" 2>/dev/null')
-for i in $(seq "$ncpu"); do
-	sh -c 'while :; do :; done' &
-	hogs+=($!)
-done
+zr_hogs_start "$ncpu"
 client 0.5 >/dev/null || fail "the client failed"	# (a look or more meanwhile)
 polled 1.5
 busy=$POLLED
@@ -87,11 +81,7 @@ say "  ${busy} ms of polling in 1.5 s ($REQS requests); busy_poll_stops $stops"
 [ "$stops" -ge 1 ] || fail "no look found the CPUs busy with $ncpu hogs running"
 [ "$busy" -le 15 ] && [ $((busy * 5)) -le "$alone" ] ||
 	fail "with $ncpu CPU hogs the leader polled ${busy} ms in 1.5 s (alone: ${alone}), want <= 15 and <= a fifth"
-kill "${hogs[@]}" 2>/dev/null || true
-for h in "${hogs[@]}"; do
-	wait "$h" 2>/dev/null || true
-done
-hogs=()
+zr_hogs_stop
 
 say "the hogs gone: the polling starts again"
 polls_alone "after the hogs"

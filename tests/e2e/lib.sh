@@ -326,6 +326,32 @@ SH
 	chmod +x "$ZR_IN_CG"
 }
 
+# zr_hogs_start [N]: starts N CPU hogs (busy shell loops; default one per
+# CPU), their pids in ZR_HOGS; they end with the test whatever happens.
+ZR_HOGS=() ZR_HOGS_ATEXIT=0
+zr_hogs_start() {
+	local i
+	# (registered once; ZR_HOGS is empty once zr_hogs_stop reaped them)
+	[ "$ZR_HOGS_ATEXIT" = 1 ] ||
+		ZR_ATEXIT+=('[ ${#ZR_HOGS[@]} = 0 ] || kill "${ZR_HOGS[@]}" 2>/dev/null')
+	ZR_HOGS_ATEXIT=1
+	for i in $(seq "${1:-$(nproc)}"); do
+		sh -c 'while :; do :; done' &
+		ZR_HOGS+=($!)
+	done
+}
+
+# zr_hogs_stop: ends the hogs zr_hogs_start started, and reaps them.
+zr_hogs_stop() {
+	local h
+	[ "${#ZR_HOGS[@]}" = 0 ] && return 0
+	kill "${ZR_HOGS[@]}" 2>/dev/null || true
+	for h in "${ZR_HOGS[@]}"; do
+		wait "$h" 2>/dev/null || true
+	done
+	ZR_HOGS=()
+}
+
 # zr_mount_tmpfs DIR SIZE: mounts a tmpfs of SIZE on DIR (needs root).
 zr_mount_tmpfs() {
 	zr_need_root "mounts a tmpfs"

@@ -52,13 +52,7 @@ rc0=$(zr_stat recompressions) rb0=$(zr_stat recompress_busy)
 
 say "a CPU hog on every CPU: two passes are cut short"
 ncpu=$(nproc)
-hogs=()
-# (the hogs end with the test whatever happens; not once they are reaped)
-ZR_ATEXIT+=('[ ${#hogs[@]} = 0 ] || kill "${hogs[@]}" 2>/dev/null')
-for i in $(seq "$ncpu"); do
-	sh -c 'while :; do :; done' &
-	hogs+=($!)
-done
+zr_hogs_start "$ncpu"
 # two passes made while busy: the first after the write marks the data
 # idle, the second could take it all; wait for them, reading the stats
 # seldom (a read is a request: the slices wait for 250 ms without one)
@@ -69,11 +63,7 @@ for i in $(seq 25); do
 done
 done_busy=$(($(zr_stat recompressions) - rc0))
 say "  $busy passes made busy, $done_busy of $blocks blocks recompressed, $((SECONDS - t0)) s after the mount"
-kill "${hogs[@]}" 2>/dev/null || true
-for h in "${hogs[@]}"; do
-	wait "$h" 2>/dev/null || true
-done
-hogs=()
+zr_hogs_stop
 [ "$busy" -ge 2 ] || fail "$busy passes made busy in 25 s with $ncpu CPU hogs running, want 2"
 [ $((done_busy * 2)) -le "$blocks" ] ||
 	fail "with $ncpu CPU hogs, $done_busy of $blocks blocks were recompressed, want at most half"
