@@ -390,6 +390,63 @@ START_TEST(test_deadline)
 }
 END_TEST
 
+/* zr_proc_stat_cpu() and zr_cpu_ticks() on a /proc/stat of three CPUs: the
+ * cpu line is not a CPU's, only the look's CPUs count, and niced time
+ * counts as idle only when the look says so. */
+START_TEST(test_cpu_ticks)
+{
+	static const char text[] =
+		"cpu  1000 800 300 5000 70 0 10 0 0 0\n"
+		"cpu0 100 400 100 2000 30 0 5 0 0 0\n"
+		"cpu1 bad line\n"
+		"cpu1 400 0 100 1500 40 0 5 7 0 0\n"
+		"cpu2 500 400 100 1500 0 0 0 0 0 0\n"
+		"intr 12345\n";
+	char path[] = "/tmp/check_options.stat.XXXXXX";
+	uint64_t idle, nice, total;
+	struct zr_cpu_look l;
+	const char *p;
+	unsigned cpu;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
+	p = zr_proc_stat_cpu(text, &cpu, &idle, &nice, &total);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq(cpu, 0);
+	ck_assert_uint_eq(idle, 2030);
+	ck_assert_uint_eq(nice, 400);
+	ck_assert_uint_eq(total, 2635);
+	p = zr_proc_stat_cpu(p, &cpu, &idle, &nice, &total);	/* (the bad line skipped) */
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_eq(cpu, 1);
+	ck_assert_uint_eq(idle, 1540);
+	ck_assert_uint_eq(nice, 0);
+	ck_assert_uint_eq(total, 2052);
+
+	memset(&l, 0, sizeof(l));
+	l.fd = fd;
+	l.len = 4096;
+	l.buf = malloc(l.len);
+	ck_assert_ptr_nonnull(l.buf);
+	CPU_ZERO(&l.cpus);
+	CPU_SET(0, &l.cpus);
+	CPU_SET(2, &l.cpus);
+	ck_assert_int_eq(zr_cpu_ticks(&l, &idle, &total), 0);
+	ck_assert_uint_eq(idle, 2030 + 1500);
+	ck_assert_uint_eq(total, 2635 + 2500);
+	l.nice_spare = true;
+	ck_assert_int_eq(zr_cpu_ticks(&l, &idle, &total), 0);
+	ck_assert_uint_eq(idle, 2030 + 400 + 1500 + 400);
+	ck_assert_uint_eq(total, 2635 + 2500);
+	CPU_ZERO(&l.cpus);
+	CPU_SET(3, &l.cpus);	/* none of its CPUs in the file */
+	ck_assert_int_eq(zr_cpu_ticks(&l, &idle, &total), -1);
+	zr_cpu_look_close(&l);
+}
+END_TEST
+
 START_TEST(test_unescape_octal)
 {
 	char a[] = "/mnt/with\\040space\\011tab";
@@ -418,6 +475,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_parse_size);
 	tcase_add_test(tc, test_unescape_octal);
 	tcase_add_test(tc, test_deadline);
+	tcase_add_test(tc, test_cpu_ticks);
 	suite_add_tcase(s, tc);
 	return s;
 }
