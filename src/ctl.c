@@ -146,6 +146,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("busy_poll_takeovers", zr_session_takeovers());
 	P("busy_poll_ms", zr_session_poll_ms());
 	P("busy_poll_stops", zr_session_poll_stops());
+	P("busy_poll_sleeps", zr_session_poll_sleeps());
 	zr_uring_stats(&us);
 	P("uring_active", zr_uring_active());
 	P("uring_requests", us.requests);

@@ -489,6 +489,7 @@ void zr_uring_stats(struct zr_uring_stats *out);
 uint64_t zr_session_leads(void);
 uint64_t zr_session_poll_ms(void);
 uint64_t zr_session_poll_stops(void);
+uint64_t zr_session_poll_sleeps(void);
 uint64_t zr_session_takeovers(void);
 /* Request buffers idle threads gave back (session.c). */
 uint64_t zr_session_trims(void);

@@ -31,9 +31,11 @@
  * the leader, reads it; the others park on a condition variable (were they
  * asleep in read(2), the kernel would wake one of them for every request,
  * only for it to find the request taken).
- *  - The leader waits for a request in poll(2); during a burst of requests
- *    (cpulat.c decides), it first reads in a loop for up to busy_poll µs,
- *    as long as the CPUs have time to spare (spin_allowed()).
+ *  - During a burst of requests (cpulat.c decides), the leader reads in a
+ *    loop for up to busy_poll µs, as long as the CPUs have time to spare
+ *    (spin_allowed()), then waits in poll(2). Otherwise it waits in a
+ *    read(2) made blocking (set_blocking()), one system call a request
+ *    instead of three, or in poll(2) while its buffer is due back soon.
  *  - Outside a burst, the leader hands its role to a parked thread as soon
  *    as it has a request, and serves the request meanwhile: requests are
  *    served in parallel, as libfuse's threads do on their own.
@@ -124,7 +126,12 @@
  * on the disk hands the role on itself (zr_session_blocking()). */
 #define ZR_LEAD_BULK_NS 4000000ull
 
-static int poll_fd = -1;	/* the (non-blocking) session fd; -1: busy_poll off */
+static int poll_fd = -1;	/* the session fd; -1: busy_poll off */
+static int poll_fl;		/* its status flags with O_NONBLOCK; set with poll_fd */
+static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool poll_blocking;	/* block_lock (relaxed atomic reads): poll_fd's
+				 * O_NONBLOCK is off (set_blocking()) */
+static uint64_t n_sleeps;	/* relaxed atomic: poll(2)s the leader slept in */
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool leader;		/* park_lock: a thread leads */
 static uint64_t lead_gen;	/* park_lock (atomic reads): bumped for each new leader */
@@ -406,6 +413,7 @@ static uint64_t trim_left_ms(void)
  * when it is due meanwhile. @return what poll returned. */
 static int idle_poll(struct pollfd *pfd)
 {
+	__atomic_add_fetch(&n_sleeps, 1, __ATOMIC_RELAXED);
 	while (trim_wanted()) {
 		uint64_t left = trim_left_ms();
 		int rc;
@@ -709,10 +717,34 @@ static void spun(uint64_t spin_max, uint64_t t0, uint64_t end)
 }
 
 /*
+ * Make poll_fd blocking (@on) or not: the leader reads it blocking when it
+ * is not to read in a loop nor to wake up to give its buffer back, which
+ * takes one read(2) per request instead of a read that finds nothing, a
+ * poll(2) and the read again (in a parallel build, when the CPUs are busy,
+ * 2.0 reads and 0.7 polls a request were counted). The flag belongs to the
+ * open file, which all threads share, and a thread that finds it the other
+ * way round still gets its request: a read in a loop then sleeps in read(2)
+ * until one comes, and a read that was to sleep returns EAGAIN and polls.
+ * If fcntl fails, the flag stays as it was.
+ */
+static void set_blocking(bool on)
+{
+	if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED) == on)
+		return;
+	pthread_mutex_lock(&block_lock);
+	if (poll_blocking != on &&
+	    fcntl(poll_fd, F_SETFL, on ? poll_fl & ~O_NONBLOCK : poll_fl) == 0)
+		__atomic_store_n(&poll_blocking, on, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&block_lock);
+}
+
+/*
  * As the leader, read the next request from poll_fd: in a burst, while
  * spin_allowed(), read in a loop for up to busy_poll µs (whether the burst
- * goes on is asked as the loop starts); then (and outside a burst, or
- * with the CPUs busy, at once) sleep in poll(2) until one comes.
+ * goes on is asked as the loop starts), then sleep in poll(2) until one
+ * comes; outside a burst, or with the CPUs busy, sleep in a blocking
+ * read(2) (set_blocking()), or in poll(2) while this thread's buffer is
+ * to be given back (idle_poll()).
  * @return what read(2) returned: the request's length, or -1 with errno
  * set (ENODEV once the file system is unmounted); -1 with errno EAGAIN
  * when this thread has lost the role meanwhile (the watchdog took it over
@@ -732,6 +764,10 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			err = EAGAIN;
 			break;
 		}
+		/* (a blocking read would keep a burst from polling) */
+		if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED) && bursting(fs) &&
+		    spin_allowed(zr_now_ns()))
+			set_blocking(false);
 		n = read(poll_fd, buf, len);
 		err = errno;
 		if (n >= 0 || (err != EAGAIN && err != EINTR && err != ENOENT))
@@ -749,6 +785,13 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 				continue;
 			spun(spin_max, t0, now);
 			deadline = 0;
+		} else if (!trim_wanted()) {
+			/* no loop: sleep in read(2); in poll(2) when the loop
+			 * ran out (so that the read after it may loop again)
+			 * or the buffer is due back before a request may come */
+			set_blocking(true);
+			if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED))
+				continue;
 		}
 		if (idle_poll(&pfd) < 0 && errno != EINTR)
 			return -1;
@@ -1054,11 +1097,13 @@ int zr_session_hook(struct zr_fs *fs)
 	/* only once our read hook is in: libfuse's own read takes EAGAIN
 	 * for a fatal error */
 	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		zr_log(ZR_LOG_INFO, "busy_poll: cannot make the FUSE descriptor non-blocking (%s): off",
 		       strerror(errno));
-	else
+	} else {
+		poll_fl = fl | O_NONBLOCK;
 		poll_fd = fd;
+	}
 	if (poll_fd >= 0)
 		spin_start(&cpus);
 	return 0;
@@ -1133,6 +1178,12 @@ uint64_t zr_session_poll_ms(void)
 uint64_t zr_session_poll_stops(void)
 {
 	return __atomic_load_n(&n_spin_stops, __ATOMIC_RELAXED);
+}
+
+/** Times the leader slept in poll(2) for a request (for the stats). */
+uint64_t zr_session_poll_sleeps(void)
+{
+	return __atomic_load_n(&n_sleeps, __ATOMIC_RELAXED);
 }
 
 /** Request buffers idle threads gave back (for the stats). */

@@ -7,7 +7,9 @@
 # leader polls (busy_poll_ms grows).  With a CPU hog per CPU beside the
 # same client, a look at /proc/stat (one every 0.1 s at most) finds the
 # CPUs busy: busy_poll_stops counts it and the polling stops
-# (busy_poll_ms grows by little).  Once the hogs are gone, it starts again.
+# (busy_poll_ms grows by little), and the leader waits for each request in
+# a read(2) that blocks rather than in poll(2) and a read after it
+# (busy_poll_sleeps grows by little).  Once the hogs are gone, it starts again.
 # Hogs at nice 19 do not stop it: their time counts as spare.
 # (The phases without hogs are tried five times, as other work on the
 # machine may keep the CPUs busy for a while; the one with hogs is not.
@@ -75,10 +77,14 @@ say "a CPU hog on every CPU beside it: the polling stops"
 ncpu=$(nproc)
 zr_hogs_start "$ncpu"
 client 0.5 >/dev/null || fail "the client failed"	# (a look or more meanwhile)
+sleeps=$(zr_stat busy_poll_sleeps)
 polled 1.5
 busy=$POLLED
+sleeps=$(($(zr_stat busy_poll_sleeps) - sleeps))
 stops=$(zr_stat busy_poll_stops)
-say "  ${busy} ms of polling in 1.5 s ($REQS requests); busy_poll_stops $stops"
+say "  ${busy} ms of polling in 1.5 s ($REQS requests, $sleeps sleeps in poll); busy_poll_stops $stops"
+[ $((sleeps * 10)) -le "$REQS" ] ||
+	fail "with $ncpu CPU hogs the leader slept in poll(2) $sleeps times for $REQS requests, want at most a tenth (a blocking read instead)"
 [ "$stops" -ge 1 ] || fail "no look found the CPUs busy with $ncpu hogs running"
 [ "$busy" -le 15 ] && [ $((busy * 5)) -le "$alone" ] ||
 	fail "with $ncpu CPU hogs the leader polled ${busy} ms in 1.5 s (alone: ${alone}), want <= 15 and <= a fifth"
