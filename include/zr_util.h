@@ -64,8 +64,7 @@ int zr_parse_duration_ms(const char *s, uint64_t *out);
  * under holds) into @set: all of them if they cannot be read.
  * @return how many, at least 1. */
 unsigned zr_daemon_cpus(cpu_set_t *set);
-const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *nice,
-			     uint64_t *total);
+const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *total);
 
 /**
  * struct zr_cpu_look - what zr_cpu_ticks() reads /proc/stat with: the open
@@ -77,22 +76,16 @@ struct zr_cpu_look {
 	char *buf;		/* what is read of it */
 	size_t len;		/* buf's size */
 	cpu_set_t cpus;
-	bool nice_spare;	/* niced processes' time counts as idle */
 };
 
-/** Open /proc/stat into @l for zr_cpu_ticks() over @cpus. The time of
- * niced processes will count as idle when the calling thread's nice value
- * is 0 or below: its work would win the CPU from theirs anyway (their
- * owner asked for that), whereas a niced daemon's work competes with them
- * as an equal or less.
+/** Open /proc/stat into @l for zr_cpu_ticks() over @cpus.
  * @return 0, or -errno with l->fd -1 and nothing held. */
 int zr_cpu_look_open(struct zr_cpu_look *l, const cpu_set_t *cpus);
 
 /** Give back what zr_cpu_look_open() took (nothing after it failed). */
 void zr_cpu_look_close(struct zr_cpu_look *l);
 
-/** The idle ticks (I/O wait, and niced time if l->nice_spare, included)
- * and all ticks, summed over l->cpus.
+/** The idle (and I/O wait) ticks and all ticks, summed over l->cpus.
  * @return 0, or -1 if the file cannot be read or shows none of them. */
 int zr_cpu_ticks(struct zr_cpu_look *l, uint64_t *idle, uint64_t *total);
 

@@ -2532,8 +2532,7 @@ static void settle_forced(struct zr_fs *fs)
  * CPUs busy. So while the CPUs the daemon may run on are busy (a look at
  * /proc/stat, at most every ZR_RECOMP_LOOK_MS, finds less than
  * ZR_RECOMP_STOP_PCT of their time idle since the last one, until one
- * finds ZR_RECOMP_RESUME_PCT again; niced work counts as idle unless the
- * daemon is niced, see zr_cpu_look_open()), the 5 s pass stops after
+ * finds ZR_RECOMP_RESUME_PCT again), the 5 s pass stops after
  * ZR_RECOMP_BUSY_MS (64 blocks at least) and the slices between passes
  * wait; a full tier (tier_full()) and low memory recompress as before, as
  * RAM is short then. The thread's own time counts as spare up to

@@ -643,8 +643,7 @@ static void park(struct zr_fs *fs)
 
 /*
  * Look at the CPUs the daemon may run on (zr_cpu_ticks()): of their time
- * since the last look, the share that went idle (niced work included,
- * unless the daemon is niced: see zr_cpu_look_open()), plus the leader's own
+ * since the last look, the share that went idle, plus the leader's own
  * polling (which would have been idle time without it) up to
  * ZR_SPIN_CREDIT_PCT, is the spare time; below ZR_SPIN_STOP_PCT the CPUs
  * are busy, and they are free again from ZR_SPIN_RESUME_PCT. The credit

@@ -851,7 +851,7 @@ static bool watch_starved(struct zr_uring_ent *e, struct sched_watch *w)
 static int min_idle_pct(int fd, char *buf, size_t size, uint64_t *prev, unsigned ncpu)
 {
 	ssize_t n = pread(fd, buf, size - 1, 0);
-	uint64_t idle, nice, total;
+	uint64_t idle, total;
 	int lowest = 101;
 	const char *p;
 	unsigned cpu;
@@ -859,9 +859,7 @@ static int min_idle_pct(int fd, char *buf, size_t size, uint64_t *prev, unsigned
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	/* (niced time is busy here: a SCHED_IDLE ring thread would starve
-	 * behind niced work) */
-	for (p = buf; (p = zr_proc_stat_cpu(p, &cpu, &idle, &nice, &total));) {
+	for (p = buf; (p = zr_proc_stat_cpu(p, &cpu, &idle, &total));) {
 		if (cpu >= ncpu)
 			continue;
 		/* (iowait is idle time too, and may go back: clamped) */

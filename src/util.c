@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -240,13 +239,11 @@ unsigned zr_daemon_cpus(cpu_set_t *set)
 
 /*
  * zr_proc_stat_cpu() - the next cpuN line of /proc/stat's text, at or after
- * @p: its CPU number, its idle ticks (idle and I/O wait), the ticks of
- * niced processes (nice above 0) and all its ticks (the first eight
- * fields). Lines that do not parse are skipped.
+ * @p: its CPU number, its idle ticks (idle and I/O wait) and all its ticks
+ * (the first eight fields). Lines that do not parse are skipped.
  * @return where to look for the line after it, or NULL when none is left.
  */
-const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *nice,
-			     uint64_t *total)
+const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint64_t *total)
 {
 	for (p = strstr(p, "\ncpu"); p; p = strstr(p + 1, "\ncpu")) {
 		unsigned long long v[8] = { 0 };
@@ -258,7 +255,6 @@ const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint6
 		for (unsigned i = 0; i < 8; i++)
 			*total += v[i];
 		*idle = v[3] + v[4];
-		*nice = v[1];
 		return p + 1;
 	}
 	return NULL;
@@ -267,13 +263,9 @@ const char *zr_proc_stat_cpu(const char *p, unsigned *cpu, uint64_t *idle, uint6
 int zr_cpu_look_open(struct zr_cpu_look *l, const cpu_set_t *cpus)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-	int err, prio;
+	int err;
 
 	l->cpus = *cpus;
-	/* (Linux: the calling thread's nice value; -1 is a value too) */
-	errno = 0;
-	prio = getpriority(PRIO_PROCESS, 0);
-	l->nice_spare = errno == 0 && prio <= 0;
 	/* (the cpuN lines come first: room for them is enough) */
 	l->len = 4096 + (size_t)(ncpu > 0 ? ncpu : CPU_SETSIZE) * 160;
 	l->fd = -1;
@@ -301,7 +293,7 @@ void zr_cpu_look_close(struct zr_cpu_look *l)
 int zr_cpu_ticks(struct zr_cpu_look *l, uint64_t *idle, uint64_t *total)
 {
 	ssize_t n = l->fd < 0 ? -1 : pread(l->fd, l->buf, l->len - 1, 0);
-	uint64_t i, ni, t;
+	uint64_t i, t;
 	bool seen = false;
 	const char *p;
 	unsigned cpu;
@@ -310,10 +302,10 @@ int zr_cpu_ticks(struct zr_cpu_look *l, uint64_t *idle, uint64_t *total)
 		return -1;
 	l->buf[n] = 0;
 	*idle = *total = 0;
-	for (p = l->buf; (p = zr_proc_stat_cpu(p, &cpu, &i, &ni, &t));) {
+	for (p = l->buf; (p = zr_proc_stat_cpu(p, &cpu, &i, &t));) {
 		if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &l->cpus))
 			continue;
-		*idle += i + (l->nice_spare ? ni : 0);
+		*idle += i;
 		*total += t;
 		seen = true;
 	}

@@ -391,8 +391,8 @@ START_TEST(test_deadline)
 END_TEST
 
 /* zr_proc_stat_cpu() and zr_cpu_ticks() on a /proc/stat of three CPUs: the
- * cpu line is not a CPU's, only the look's CPUs count, and niced time
- * counts as idle only when the look says so. */
+ * cpu line is not a CPU's, a line that does not parse is skipped, and only
+ * the look's CPUs count. */
 START_TEST(test_cpu_ticks)
 {
 	static const char text[] =
@@ -403,7 +403,7 @@ START_TEST(test_cpu_ticks)
 		"cpu2 500 400 100 1500 0 0 0 0 0 0\n"
 		"intr 12345\n";
 	char path[] = "/tmp/check_options.stat.XXXXXX";
-	uint64_t idle, nice, total;
+	uint64_t idle, total;
 	struct zr_cpu_look l;
 	const char *p;
 	unsigned cpu;
@@ -412,17 +412,15 @@ START_TEST(test_cpu_ticks)
 	ck_assert_int_ge(fd, 0);
 	unlink(path);
 	ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)sizeof(text) - 1);
-	p = zr_proc_stat_cpu(text, &cpu, &idle, &nice, &total);
+	p = zr_proc_stat_cpu(text, &cpu, &idle, &total);
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_eq(cpu, 0);
-	ck_assert_uint_eq(idle, 2030);
-	ck_assert_uint_eq(nice, 400);
-	ck_assert_uint_eq(total, 2635);
-	p = zr_proc_stat_cpu(p, &cpu, &idle, &nice, &total);	/* (the bad line skipped) */
+	ck_assert_uint_eq(idle, 2030);	/* idle and I/O wait */
+	ck_assert_uint_eq(total, 2635);	/* the first eight fields */
+	p = zr_proc_stat_cpu(p, &cpu, &idle, &total);
 	ck_assert_ptr_nonnull(p);
 	ck_assert_uint_eq(cpu, 1);
 	ck_assert_uint_eq(idle, 1540);
-	ck_assert_uint_eq(nice, 0);
 	ck_assert_uint_eq(total, 2052);
 
 	memset(&l, 0, sizeof(l));
@@ -435,10 +433,6 @@ START_TEST(test_cpu_ticks)
 	CPU_SET(2, &l.cpus);
 	ck_assert_int_eq(zr_cpu_ticks(&l, &idle, &total), 0);
 	ck_assert_uint_eq(idle, 2030 + 1500);
-	ck_assert_uint_eq(total, 2635 + 2500);
-	l.nice_spare = true;
-	ck_assert_int_eq(zr_cpu_ticks(&l, &idle, &total), 0);
-	ck_assert_uint_eq(idle, 2030 + 400 + 1500 + 400);
 	ck_assert_uint_eq(total, 2635 + 2500);
 	CPU_ZERO(&l.cpus);
 	CPU_SET(3, &l.cpus);	/* none of its CPUs in the file */

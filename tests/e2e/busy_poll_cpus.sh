@@ -10,7 +10,6 @@
 # (busy_poll_ms grows by little), and the leader waits for each request in
 # a read(2) that blocks rather than in poll(2) and a read after it
 # (busy_poll_sleeps grows by little).  Once the hogs are gone, it starts again.
-# Hogs at nice 19 do not stop it: their time counts as spare.
 # (The phases without hogs are tried five times, as other work on the
 # machine may keep the CPUs busy for a while; the one with hogs is not.
 # The hogs run for about 2 s, which may slow tests run beside this one.)
@@ -92,15 +91,5 @@ zr_hogs_stop
 
 say "the hogs gone: the polling starts again"
 polls_alone "after the hogs"
-
-# (a daemon that is niced itself counts niced time as busy)
-if [ "$(nice)" -gt 0 ]; then
-	say "(skipped: niced hogs, as this test and the daemon run niced: $(nice))"
-else
-	say "a CPU hog at nice 19 on every CPU: the polling goes on"
-	zr_hogs_start "$ncpu" 19
-	polls_alone "with $ncpu CPU hogs at nice 19"
-	zr_hogs_stop
-fi
 zr_umount
 say "ok"

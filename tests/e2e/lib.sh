@@ -326,9 +326,8 @@ SH
 	chmod +x "$ZR_IN_CG"
 }
 
-# zr_hogs_start [N [NICE]]: starts N CPU hogs (busy shell loops; default
-# one per CPU) at nice value NICE (default 0), their pids in ZR_HOGS; they
-# end with the test whatever happens.
+# zr_hogs_start [N]: starts N CPU hogs (busy shell loops; default one per
+# CPU), their pids in ZR_HOGS; they end with the test whatever happens.
 ZR_HOGS=() ZR_HOGS_ATEXIT=0
 zr_hogs_start() {
 	local i
@@ -337,7 +336,7 @@ zr_hogs_start() {
 		ZR_ATEXIT+=('[ ${#ZR_HOGS[@]} = 0 ] || kill "${ZR_HOGS[@]}" 2>/dev/null')
 	ZR_HOGS_ATEXIT=1
 	for i in $(seq "${1:-$(nproc)}"); do
-		nice -n "${2:-0}" sh -c 'while :; do :; done' &
+		sh -c 'while :; do :; done' &
 		ZR_HOGS+=($!)
 	done
 }

@@ -6,10 +6,8 @@
 # hog per CPU runs through two 5 s passes counted in recompress_busy (the
 # first marks what is idle, the second may take it): cut short, they take
 # at most half of the blocks, and the slices between passes do not run.
-# Once the hogs are gone, the rest is recompressed within seconds.  Hogs
-# at nice 19 do not hold it back: the same amount written again is
-# recompressed with them running.  (The hogs run for 10-15 s each time,
-# which may slow tests run beside this one.)
+# Once the hogs are gone, the rest is recompressed within seconds.  (The
+# hogs run for 10-15 s, which may slow tests run beside this one.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "recompression is the daemon's"
@@ -84,37 +82,5 @@ say "  $n of $blocks blocks recompressed $((SECONDS - t0)) s after the mount"
 for i in 1 2 3 4 5 6 7 8; do
 	cmp "$ZR_TMP/text" "$ZR_MNT/t$i" || fail "t$i differs from what was written"
 done
-
-# niced work is time to spare for a daemon that is not niced itself (one
-# that is competes with it as an equal: then it counts as busy)
-if [ "$(nice)" -gt 0 ]; then
-	say "(skipped: niced hogs, as this test and the daemon run niced: $(nice))"
-else
-	say "a CPU hog at nice 19 on every CPU: the same data written again is recompressed"
-	rm -f "$ZR_MNT"/t?
-	for i in 1 2 3 4 5 6 7 8; do
-		cp "$ZR_TMP/text" "$ZR_MNT/t$i"
-	done
-	sync -f "$ZR_MNT/t1"
-	zr_wait_settled 20 || fail "blocks still pending compression 20 s after the second write"
-	rc0=$(zr_stat recompressions)
-	zr_hogs_start "$ncpu" 19
-	# (two passes: the first marks the data idle, the second takes it; 30 s
-	# leaves room for other work on the machine; cut short, as when niced
-	# time counted as busy, the passes took 640 blocks in 20 s)
-	for i in $(seq 30); do
-		sleep 1
-		n=$(($(zr_stat recompressions) - rc0))
-		[ $((n * 10)) -ge $((blocks * 9)) ] && break
-	done
-	busy=$(($(zr_stat recompress_busy) - rb0))
-	zr_hogs_stop
-	say "  $n of $blocks blocks recompressed in $i s with $ncpu niced hogs ($busy passes made busy in all)"
-	[ $((n * 10)) -ge $((blocks * 9)) ] ||
-		fail "with $ncpu CPU hogs at nice 19, $n of $blocks blocks were recompressed in 30 s, want >= 90%"
-	for i in 1 2 3 4 5 6 7 8; do
-		cmp "$ZR_TMP/text" "$ZR_MNT/t$i" || fail "t$i differs from what was written the second time"
-	done
-fi
 zr_umount
 say "ok"
