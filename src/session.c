@@ -763,9 +763,10 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			err = EAGAIN;
 			break;
 		}
-		/* (a blocking read would keep a burst from polling) */
-		if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED) && bursting(fs) &&
-		    spin_allowed(zr_now_ns()))
+		/* (a blocking read would keep a burst from polling, and this
+		 * thread from giving its buffer back on time) */
+		if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED) &&
+		    (trim_wanted() || (bursting(fs) && spin_allowed(zr_now_ns()))))
 			set_blocking(false);
 		n = read(poll_fd, buf, len);
 		err = errno;

@@ -45,17 +45,12 @@ zr_umount
 say "eight writers on a 16 MiB budget, two CPU hogs: no ENOSPC with room on disk"
 rm -f "$B/rand.dat" "$B/mmap.dat"
 zr_mount "size=16M,seq_cutoff=0" "$B" "$M"
-hogs=()
-for _ in 1 2; do
-	( trap 'exit 0' TERM; while :; do :; done ) &
-	hogs+=($!)
-done
+zr_hogs_start 2
 ( cd "$ZR_TMP" && fio --output-format=terse --terse-version=3 --minimal \
 	--name=w --directory="$ZR_MNT" --ioengine=psync --rw=randwrite --bs=16k \
 	--size=24m --numjobs=8 --buffer_compress_percentage=70 --refill_buffers \
 	--verify=crc32c --verify_fatal=1 --do_verify=1 >"$ZR_TMP/fio.out" 2>&1 ) && rc=0 || rc=$?
-kill "${hogs[@]}" 2>/dev/null
-wait "${hogs[@]}" 2>/dev/null
+zr_hogs_stop
 [ "$rc" = 0 ] || { cat "$ZR_TMP/fio.out"; fail "fio with eight writers failed"; }
 n=$(zr_stat enospc)
 [ "${n:-0}" = 0 ] || fail "the daemon answered ENOSPC $n times with the backing disk nearly empty"
