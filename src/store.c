@@ -258,11 +258,11 @@ static void dirty_append(struct zr_store *st, struct zr_file *f)
 
 /*
  * @f's ndirty became > 0: its clock starts now, at the tail of the list of
- * dirty files. A file still listed keeps its place and its clock: between
- * account_out() and account_in(), and after a truncate or punch dropped
- * its dirty blocks (dirty_leave() with keep), so that a file rewritten
- * more often than dirty_expire, in place or after a truncate, is still
- * written back by age. Caller holds f->lock.
+ * dirty files. A file still listed keeps its place and its clock: after a
+ * truncate or punch dropped its dirty blocks, or a change turned its last
+ * one clean (dirty_leave() with keep), so that a file rewritten more often
+ * than dirty_expire, in place or after a truncate, is still written back
+ * by age. Caller holds f->lock.
  */
 static void dirty_enter(struct zr_file *f)
 {
@@ -275,9 +275,9 @@ static void dirty_enter(struct zr_file *f)
 }
 
 /* @f's ndirty became 0: off the list and its clock stopped, unless @keep
- * (account_out(): the block comes back dirty; zr_file_drop(): the file is
- * left listed, clean, for the expiry walk to take off, or for a rewrite to
- * find its clock). Caller holds f->lock. */
+ * (zr_file_drop(), account_in(): the file is left listed, clean, for the
+ * expiry walk to take off, or for a rewrite to find its clock). Caller
+ * holds f->lock. */
 static void dirty_leave(struct zr_file *f, bool keep)
 {
 	struct zr_store *st = f->st;
@@ -293,11 +293,9 @@ static void dirty_leave(struct zr_file *f, bool keep)
 
 /*
  * Add (@sign 1) or remove (@sign -1) the slot's contribution to the
- * counters of the store and the file, and keep the file's place on the
- * list of dirty files (@keep: see dirty_enter(), dirty_leave()). Caller
- * holds f->lock.
+ * store's counters. Caller holds f->lock.
  */
-static void account_slot(struct zr_file *f, const struct zr_slot *s, int sign, bool keep)
+static void account_store(struct zr_file *f, const struct zr_slot *s, int sign)
 {
 	struct zr_store *st = f->st;
 	unsigned fl = slot_flags(s);
@@ -306,7 +304,6 @@ static void account_slot(struct zr_file *f, const struct zr_slot *s, int sign, b
 
 	zr_stat_add(&st->s.orig_data_size, one * st->cfg.block_size);
 	zr_stat_add(&st->nblocks, one);
-	zr_stat_add(&f->nblocks, one);
 	if (fl & ZR_SLOT_SAME)
 		state = &st->s.blocks_zero;
 	else if (fl & ZR_SLOT_RAW)
@@ -319,48 +316,96 @@ static void account_slot(struct zr_file *f, const struct zr_slot *s, int sign, b
 	if (fl & ZR_SLOT_PENDING) {
 		zr_stat_add(&st->s.blocks_pending, one);
 		zr_stat_add(&st->pending_len, one * slot_len(s));
-		zr_stat_add(&f->npending, one);
 	}
 	if (!(fl & ZR_SLOT_SAME))
 		zr_stat_add(&st->s.compr_data_size, one * slot_len(s));
-	if (fl & ZR_SLOT_DIRTY) {
+	if (fl & ZR_SLOT_DIRTY)
 		zr_stat_add(&st->s.blocks_dirty, one);
-		if (sign > 0 && zr_stat_add(&f->ndirty, 1) == 1)
-			dirty_enter(f);
-		else if (sign < 0 && zr_stat_sub(&f->ndirty, 1) == 0)
-			dirty_leave(f, keep);
-	}
+}
+
+/* One more (@sign 1) or one fewer (-1) dirty block in @f, and its place on
+ * the list of dirty files (@keep: see dirty_leave()). Caller holds f->lock. */
+static void account_dirty(struct zr_file *f, int sign, bool keep)
+{
+	if (sign > 0 && zr_stat_add(&f->ndirty, 1) == 1)
+		dirty_enter(f);
+	else if (sign < 0 && zr_stat_sub(&f->ndirty, 1) == 0)
+		dirty_leave(f, keep);
 }
 
 /*
- * account_slot() for any change: every change of a slot's flags or
- * contents is bracketed by account(-1) ... account(+1), which keeps the
- * counters exact. Caller holds f->lock.
+ * Add (@sign 1) or remove (@sign -1) a slot that enters or leaves @f: the
+ * store's counters and the file's (nblocks, npending, ndirty and the
+ * file's place on the list of dirty files, @keep: see dirty_leave()).
+ * Caller holds f->lock.
  */
+static void account_slot(struct zr_file *f, const struct zr_slot *s, int sign, bool keep)
+{
+	unsigned fl = slot_flags(s);
+	uint64_t one = (uint64_t)sign;
+
+	account_store(f, s, sign);
+	zr_stat_add(&f->nblocks, one);
+	if (fl & ZR_SLOT_PENDING)
+		zr_stat_add(&f->npending, one);
+	if (fl & ZR_SLOT_DIRTY)
+		account_dirty(f, sign, keep);
+}
+
+/* A slot new in @f (@sign 1) or gone from it (-1): account_slot(). */
 static void account(struct zr_file *f, const struct zr_slot *s, int sign)
 {
 	account_slot(f, s, sign, false);
 }
 
 /*
- * account(-1) ... account(+1) around a change of slot @s that keeps it in
- * the file (a new length, codec or RAW/PENDING flags, new contents): the
- * file keeps its place on the list of dirty files and its dirty_expire
- * clock. Without them, the change of a file's only dirty block restarted
- * the clock (ndirty to 0 and back): a file whose blocks were compressed
- * again and again, or that was rewritten more often than dirty_expire (a
- * log appended to), was never written back by age. Linux keeps the time
- * an inode was first dirtied in the same way. Caller holds f->lock, from
- * account_out() to account_in().
+ * account_out() ... account_in() bracket every change of a slot that stays
+ * in its file (new contents, length, codec or flags). The store's counters
+ * take the slot out and back in; the file's change by what changed only,
+ * and never pass through zero on the way: zr_file_nblocks() and
+ * zr_file_dirty() are read without the lock, and a file whose only block
+ * read as gone let the sweep free its inode and drop that block, dirty,
+ * and one whose only dirty block read as clean let an fsync skip it
+ * (helper-23's review). A block that stays dirty keeps its file's place
+ * on the list of dirty files and its dirty_expire clock: without that, a
+ * file whose blocks were compressed again and again, or that was
+ * rewritten more often than dirty_expire (a log appended to), was never
+ * written back by age. Linux keeps the time an inode was first dirtied in
+ * the same way. Caller holds f->lock from account_out() to account_in().
+ * @return (account_out()) the slot's flags, for account_in().
  */
-static void account_out(struct zr_file *f, const struct zr_slot *s)
+static unsigned account_out(struct zr_file *f, const struct zr_slot *s)
 {
-	account_slot(f, s, -1, true);
+	account_store(f, s, -1);
+	return slot_flags(s);
 }
 
-static void account_in(struct zr_file *f, const struct zr_slot *s)
+/* @was: what account_out() returned; @keep: a block turned clean leaves
+ * its file listed (dirty_leave()). */
+static void account_in(struct zr_file *f, const struct zr_slot *s, unsigned was, bool keep)
 {
-	account_slot(f, s, 1, true);	/* (back clean: the walk unlists it) */
+	unsigned now = slot_flags(s);
+
+	account_store(f, s, 1);
+	if ((was ^ now) & ZR_SLOT_PENDING)
+		zr_stat_add(&f->npending, (now & ZR_SLOT_PENDING) ? 1 : (uint64_t)-1);
+	if ((was ^ now) & ZR_SLOT_DIRTY)
+		account_dirty(f, (now & ZR_SLOT_DIRTY) ? 1 : -1, keep);
+}
+
+/* @f's only dirty block failed its writeback: the file goes to the tail of
+ * the list of dirty files with its clock at now, so that the expiry walk
+ * tries it again a dirty_expire later, not at every walk. Caller holds
+ * f->lock. */
+static void dirty_restart(struct zr_file *f)
+{
+	struct zr_store *st = f->st;
+
+	pthread_mutex_lock(&st->dirty_lock);
+	if (f->dlisted)
+		dirty_unlink(st, f);
+	dirty_append(st, f);
+	pthread_mutex_unlock(&st->dirty_lock);
 }
 
 /* Per-thread scratch: two blocks (compression output, recompression input). */
@@ -720,17 +765,24 @@ static struct zr_slot *map_next(struct zr_file *f, uint64_t from, uint64_t *idx)
 	return node_next(f, f->root, f->height, 0, from, idx);
 }
 
+/* Free present slot @s's pool object and clear it; its counters are the
+ * caller's. @return the object's bytes. Caller holds f->lock. */
+static uint32_t slot_clear(struct zr_store *st, struct zr_slot *s)
+{
+	uint32_t len = slot_has(s, ZR_SLOT_SAME) ? 0 : slot_len(s);
+
+	if (!slot_has(s, ZR_SLOT_SAME))
+		zr_zpool_free(st->pool, s->u.handle);
+	memset(s, 0, sizeof(*s));
+	return len;
+}
+
 /* Forget a present slot: counters (@keep: the file's place on the list of
  * dirty files, see dirty_leave()), pool object. The caller prunes. */
 static uint32_t slot_release_as(struct zr_file *f, struct zr_slot *s, bool keep)
 {
-	uint32_t len = slot_has(s, ZR_SLOT_SAME) ? 0 : slot_len(s);
-
 	account_slot(f, s, -1, keep);
-	if (!slot_has(s, ZR_SLOT_SAME))
-		zr_zpool_free(f->st->pool, s->u.handle);
-	memset(s, 0, sizeof(*s));
-	return len;
+	return slot_clear(f->st, s);
 }
 
 static uint32_t slot_release(struct zr_file *f, struct zr_slot *s)
@@ -1333,6 +1385,7 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 	bool clean = flags & ZR_WRITE_CLEAN, replaced = false;
 	unsigned fl = p->fl | (clean ? 0 : ZR_SLOT_DIRTY);
 	struct zr_slot *s, old;
+	unsigned was = 0;
 
 	pthread_mutex_lock(&f->lock);
 	s = map_insert(f, index);
@@ -1348,10 +1401,10 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 			zr_file_unprepare(f, p);
 			return 0;
 		}
-		/* (a rewrite keeps the file's dirty_expire clock: the
-		 * release is account_out(), the install account_in()) */
+		/* (a rewrite: account_out() ... account_in()) */
 		old = *s;
-		slot_release_as(f, s, true);
+		was = account_out(f, s);
+		slot_clear(st, s);
 		s->ps = old.ps;
 		zr_policy_touch(st->pol, &s->ps);
 		replaced = true;
@@ -1365,7 +1418,7 @@ int zr_file_install(struct zr_file *f, uint64_t index, struct zr_prepared *p,
 	s->info = make_info(p->len, p->codec, fl);
 	p->handle = ZR_ZPOOL_NO_HANDLE;	/* the slot's now */
 	if (replaced)
-		account_in(f, s);
+		account_in(f, s, was, true);
 	else
 		account(f, s, 1);
 	pthread_mutex_unlock(&f->lock);
@@ -1509,6 +1562,7 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 	unsigned maxn = ZR_MAX(WB_RUN_BYTES / bs, 1u), n = 0, i;
 	uint64_t start = *pos, idx;
 	struct zr_slot *s;
+	unsigned was;
 	bool detached;
 	int rc = 0;
 
@@ -1576,9 +1630,11 @@ static int wb_run(struct zr_file *f, uint64_t *pos, unsigned flags, bool back,
 		s = lookup_present(f, start + i);
 		if (!s || !slot_has(s, ZR_SLOT_UNDER_WB))
 			continue;	/* dropped or rewritten meanwhile */
-		account(f, s, -1);
+		was = account_out(f, s);
 		slot_set_flags(s, 0, ZR_SLOT_UNDER_WB | (rc ? 0 : ZR_SLOT_DIRTY));
-		account(f, s, 1);
+		account_in(f, s, was, false);
+		if (rc && f->ndirty == 1)
+			dirty_restart(f);
 		if (!rc && (flags & ZR_WB_DROP)) {
 			block_remove(f, start + i, s);
 			zr_stat_add(&st->s.demotions, 1);
@@ -1699,8 +1755,7 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
 
 /*
  * One file the expiry walk took (referenced), written back if dirty and
- * may_expire allows; @now, when the walk began. Under f->lock, where ndirty
- * is exact (not between account_out() and account_in()): a file left
+ * may_expire allows; @now, when the walk began. Under f->lock: a file left
  * listed clean (dirty_leave()) is taken off; one still dirty after a
  * writeback that succeeded was written to meanwhile, and goes to the tail
  * with a new clock, as Linux's redirty_tail() does (else it would be
@@ -1751,8 +1806,8 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
  * at once: files left in place (a failed writeback of a file with other
  * dirty blocks left, an orphan that may_expire refuses) are not walked
  * again, and files listed after the walk began (dseq) end it. A failed
- * writeback of a file's only dirty block restarts its clock (the block went
- * out and back in through account()): it is tried a period later. One
+ * writeback of a file's only dirty block restarts its clock
+ * (dirty_restart()): it is tried a period later. One
  * walk at a time: a second caller returns 0 at once.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
@@ -1826,15 +1881,16 @@ uint64_t zr_file_redirty_range(struct zr_file *f, uint64_t first, uint64_t count
 				? UINT64_MAX : first + count - 1;
 	uint64_t n = 0, pos = first, idx;
 	struct zr_slot *s;
+	unsigned was;
 
 	if (count == 0)
 		return 0;
 	pthread_mutex_lock(&f->lock);
 	while ((s = map_next(f, pos, &idx)) && idx <= last) {
 		if (!slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB)) {
-			account(f, s, -1);
+			was = account_out(f, s);
 			slot_set_flags(s, ZR_SLOT_DIRTY, 0);
-			account(f, s, 1);
+			account_in(f, s, was, false);
 			n++;
 		}
 		if (idx == UINT64_MAX)
@@ -2031,21 +2087,23 @@ static void slot_replace(struct zr_file *f, struct zr_slot *s, uint32_t handle,
 			 uint32_t len, enum zr_codec_id codec, unsigned fl)
 {
 	struct zr_store *st = f->st;
+	unsigned was;
 
 	update_max(st);
-	account_out(f, s);
+	was = account_out(f, s);
 	zr_zpool_free(st->pool, s->u.handle);
 	s->u.handle = handle;
 	s->info = make_info(len, codec, fl);
-	account_in(f, s);
+	account_in(f, s, was, true);
 }
 
 /* Pending slot @s stays as it is stored, raw for good. Caller holds f->lock. */
 static void pending_stays_raw(struct zr_file *f, struct zr_slot *s)
 {
-	account_out(f, s);
+	unsigned was = account_out(f, s);
+
 	slot_set_flags(s, 0, ZR_SLOT_PENDING);
-	account_in(f, s);
+	account_in(f, s, was, true);
 }
 
 /*

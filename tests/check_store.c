@@ -1123,6 +1123,90 @@ START_TEST(test_settle_race)
 }
 END_TEST
 
+/* A reader of a file's counters without its lock (zr_file_nblocks(),
+ * zr_file_dirty()) and what it saw while the file never lost its block,
+ * nor (in phase 0) its dirty state. */
+struct count_watch {
+	struct zr_file *f;
+	int phase;		/* atomic: 0 both must stay > 0, 1 nblocks only, 2 stop */
+	int seen;		/* atomic: the phase of the reader's last look */
+	uint64_t looks, no_blocks, not_dirty;
+};
+
+static void *count_watch_thread(void *arg)
+{
+	struct count_watch *w = arg;
+	int ph;
+
+	while ((ph = __atomic_load_n(&w->phase, __ATOMIC_ACQUIRE)) < 2) {
+		__atomic_store_n(&w->seen, ph, __ATOMIC_RELEASE);
+		w->looks++;
+		if (zr_file_nblocks(w->f) == 0)
+			w->no_blocks++;
+		if (ph == 0 && !zr_file_dirty(w->f))
+			w->not_dirty++;
+	}
+	return NULL;
+}
+
+static bool never_stop(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+/*
+ * A block that stays in its file while it changes (rewritten, compressed
+ * later by settle, written back, dirtied again) never takes the file's
+ * counters through zero: the sweep frees an inode whose zr_file_nblocks()
+ * reads 0 (its dirty block with it), and fsync skips a file whose
+ * zr_file_dirty() reads false.
+ */
+START_TEST(test_counts_steady)
+{
+	uint32_t bs = 4096;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct count_watch w = { 0 };
+	struct zr_prepared p;
+	uint64_t t0, n = 0;
+	pthread_t th;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 1, in, bs);
+	ck_assert_int_eq(zr_file_create(st, NULL, &w.f), 0);
+	ck_assert_int_eq(zr_file_write(w.f, 0, in, ZR_WRITE_DIRTY), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, count_watch_thread, &w), 0);
+	for (int ph = 0; ph < 2; ph++) {
+		__atomic_store_n(&w.phase, ph, __ATOMIC_RELEASE);
+		/* (no writeback before the reader has left its phase-0 look) */
+		while (__atomic_load_n(&w.seen, __ATOMIC_ACQUIRE) != ph)
+			usleep(100);
+		for (t0 = zr_now_ms(); zr_now_ms() - t0 < 400; n++) {
+			in[n % bs]++;
+			ck_assert_int_eq(zr_file_write(w.f, 0, in, ZR_WRITE_DIRTY), 0);
+			ck_assert_int_eq(zr_file_prepare_later(w.f, in, &p), 0);
+			ck_assert_int_eq(zr_file_install(w.f, 0, &p, ZR_WRITE_DIRTY), 0);
+			(void)zr_store_settle(st, never_stop, NULL);
+			if (ph == 1) {
+				ck_assert_int_eq(zr_file_writeback(w.f), 0);
+				(void)zr_file_redirty(w.f);
+			}
+		}
+	}
+	__atomic_store_n(&w.phase, 2, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	ck_assert_uint_gt(w.looks, 1000);
+	ck_assert_uint_gt(r.ncalls, 0);
+	ck_assert_uint_eq(w.no_blocks, 0);
+	ck_assert_uint_eq(w.not_dirty, 0);
+	ck_assert_uint_eq(zr_file_nblocks(w.f), 1);
+	zr_file_put(w.f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /* `writeback raw` takes incompressible dirty blocks, not pending ones made
  * dirty again (zr_file_redirty() after a failed fsync). */
 START_TEST(test_writeback_raw_pending)
@@ -2515,6 +2599,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_writeback_raw_pending);
 	tcase_add_test(tc, test_settle_race);
+	tcase_add_test(tc, test_counts_steady);
 	tcase_add_test(tc, test_recompress_more);
 	tcase_add_test(tc, test_recompress_nocold);
 	suite_add_tcase(s, tc);
