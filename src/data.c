@@ -2339,7 +2339,9 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 			return;
 		}
 	}
-	rc = zr_data_flush_inode(fs, in);
+	/* (the file's stored writeback error stays for its writer's
+	 * close() or fsync(): a reader's lseek must not take it) */
+	rc = zr_data_writeback_inode(fs, in);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

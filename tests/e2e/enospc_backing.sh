@@ -15,7 +15,9 @@
 # not shorten the file).  (4) A write of a stream that the backing
 # directory takes only in part (ENOSPC partway), and that the full tier
 # cannot take either, fails, and leaves nothing past the file's end in the
-# backing file: a later truncate up must read zeros there.
+# backing file: a later truncate up must read zeros there.  (5) A reader's
+# lseek(SEEK_DATA) while the writeback fails does not take the file's
+# error: the writer's close() still reports it.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "writeback errors come from the daemon"
@@ -177,5 +179,45 @@ zr_umount
 nz=$(tail -c +16385 "$B/g" | tr -d '\0' | wc -c)
 [ "$nz" = 0 ] || fail "the backing file of g has $nz non-zero bytes past 16 KiB after unmount"
 umount "$B/sub" || fail "cannot unmount the sub tmpfs"
+umount "$B" || fail "cannot unmount the tmpfs"
+
+say "phase 5: a reader's SEEK_DATA while the writeback fails, then the writer's close"
+zr_mount_tmpfs "$B" 4m
+zr_mount "size=64M,dirty_expire=1h" "$B" "$M"
+M=$ZR_MNT
+out=$(python3 - "$M/h" "$M/.zramfs/control" <<'PY'
+import os, sys
+path, ctl = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, os.urandom(8 << 20))
+writer = os.open(path, os.O_WRONLY)
+os.close(fd)	# the kernel sends its pages; nothing was written back yet
+try:
+    with open(ctl, "w") as c:
+        c.write("writeback all\n")
+except OSError as e:
+    print("writeback all:", e.strerror)
+reader = os.open(path, os.O_RDONLY)
+try:
+    os.lseek(reader, 0, os.SEEK_DATA)
+    print("lseek ok")
+except OSError as e:
+    print("lseek error:", e.strerror)
+try:
+    os.close(writer)
+    print("close ok")
+except OSError as e:
+    print("close error:", e.strerror)
+os.close(reader)
+PY
+)
+echo "$out" | sed 's/^/     /'
+[ "$(zr_stat writeback_errors)" -gt 0 ] || fail "the writeback did not fail: the case is not tested"
+echo "$out" | grep -qx "close error: No space left on device" ||
+	fail "the writer's close did not report the failed writeback after a reader's lseek"
+mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"
+zr_ctl writeback all
+zr_umount
+[ "$(stat -c %s "$B/h")" = $((8 << 20)) ] || fail "h is $(stat -c %s "$B/h") bytes on disk, not 8 MiB"
 umount "$B" || fail "cannot unmount the tmpfs"
 say "ok"
