@@ -415,6 +415,37 @@ out:
 	return rc;
 }
 
+/*
+ * chmod of entry @name of @dirfd, which must still be the file @dev/@ino:
+ * fchmodat() follows a symlink, so one put in the backing directory behind
+ * zramfs's back, where a FIFO or a file whose fd left the cache was, would
+ * have a daemon running as root change the mode of whatever it points to
+ * (helper-24's review). The entry is opened O_PATH without following it,
+ * checked, and changed through /proc/self/fd. @return 0 or -errno: -ESTALE
+ * when the name holds another file or a symlink now.
+ */
+static int chmod_entry(int dirfd, const char *name, dev_t dev, ino_t ino, mode_t mode)
+{
+	char path[32];
+	struct stat st;
+	int fd, rc = 0;
+
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+	} else if (st.st_dev != dev || st.st_ino != ino || S_ISLNK(st.st_mode)) {
+		rc = -ESTALE;
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (chmod(path, mode) < 0)
+			rc = -errno;
+	}
+	close(fd);
+	return rc;
+}
+
 static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int valid, struct fuse_file_info *fi)
 {
@@ -443,15 +474,14 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		goto out;
 	if (valid & FUSE_SET_ATTR_MODE) {
 		if (at.name[0] && !S_ISLNK(in->type))
-			rc = fchmodat(at.dirfd, at.name, attr->st_mode & 07777, 0);
+			rc = chmod_entry(at.dirfd, at.name, in->key.dev, in->key.ino,
+					 attr->st_mode & 07777);
 		else if (!at.name[0])
-			rc = fchmod(at.dirfd, attr->st_mode & 07777);
+			rc = fchmod(at.dirfd, attr->st_mode & 07777) < 0 ? -errno : 0;
 		else
-			rc = -1, errno = EOPNOTSUPP;
-		if (rc < 0) {
-			rc = -errno;
+			rc = -EOPNOTSUPP;
+		if (rc < 0)
 			goto out_at;
-		}
 	}
 	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
@@ -672,8 +702,8 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 	}
 	if (fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (!is_link && (st.st_mode & 07000) && fchmodat(pfd, name, mode, 0) < 0)
-		return -errno;
+	if (!is_link && (st.st_mode & 07000))
+		return chmod_entry(pfd, name, st.st_dev, st.st_ino, mode);
 	return 0;
 }
 

@@ -240,3 +240,31 @@ say "removed_dropped $rd0 -> $rd1, bytes_written_backing $bw0 -> $bw1"
 [ $((bw1 - bw0)) -lt $((1 << 20)) ] ||
 	fail "bytes_written_backing grew by $((bw1 - bw0)): the data was written into the removed file"
 zr_umount
+
+say "a symlink put where a FIFO was: a chmod of the FIFO must not reach the symlink's target"
+SB=$ZR_TMP/symback
+mkdir -p "$SB"
+zr_mount "" "$SB" "$M"
+mkfifo "$ZR_MNT/fifo"
+echo secret >"$ZR_TMP/target"
+chmod 600 "$ZR_TMP/target"
+# the FIFO held by an O_PATH fd (a path would be looked up again and
+# reach the symlink in the kernel), changed through /proc/self/fd
+out=$(python3 - "$ZR_MNT/fifo" "$SB" "$ZR_TMP/target" <<'PY'
+import os, sys
+fifo, back, target = sys.argv[1:4]
+fd = os.open(fifo, os.O_PATH)
+os.rename(back + "/fifo", back + "/fifo.old")
+os.symlink(target, back + "/fifo")
+try:
+    os.chmod("/proc/self/fd/%d" % fd, 0o666)
+    print("chmod ok")
+except OSError as e:
+    print("chmod error:", e.strerror)
+PY
+)
+say "$out"
+[ "$(stat -c %a "$ZR_TMP/target")" = 600 ] ||
+	fail "a chmod of the FIFO followed the symlink put in its place: the target is mode $(stat -c %a "$ZR_TMP/target")"
+[ "$out" != "chmod ok" ] || fail "the chmod succeeded on a name that holds a symlink now"
+zr_umount
