@@ -131,10 +131,20 @@ static bool inside_backing(const char *backing, const char *mnt)
 	return strncmp(mnt, backing, n) == 0 && mnt[n] == '/';
 }
 
+/*
+ * SIGTERM, SIGINT: unmount, while still serving, so that the kernel sends
+ * its dirty pages before the session ends. Once the mount is detached
+ * (lazily when in use), a later signal only says so: unmounting the path
+ * again would reach what is under it (the backing filesystem itself when
+ * zramfs is mounted over its mount point), and ending the session while
+ * the mount's users still hold files would lose the pages the kernel has
+ * not sent yet (helper-24's review). SIGHUP, and any signal once the
+ * session is over: retry a failed final writeback now.
+ */
 static void *signal_thread(void *arg)
 {
 	sigset_t *set = arg;
-	bool over;
+	bool over, detached = false;
 	int sig;
 
 	for (;;) {
@@ -151,12 +161,17 @@ static void *signal_thread(void *arg)
 		pthread_mutex_unlock(&retry_lock);
 		if (sig == SIGHUP || over)
 			continue;
+		if (detached) {
+			zr_log(ZR_LOG_INFO, "signal %d: %s is unmounted already; the daemon exits once its last user leaves it and everything is written back (SIGKILL loses what is not)",
+			       sig, mount_path);
+			continue;
+		}
 		zr_log(ZR_LOG_INFO, "signal %d: unmounting %s", sig, mount_path);
 		/* unmount while still serving, so the kernel flushes its dirty pages to us */
-		if (umount2(mount_path, 0) == 0)
+		if (umount2(mount_path, 0) == 0 || umount2(mount_path, MNT_DETACH) == 0) {
+			detached = true;
 			continue;
-		if (umount2(mount_path, MNT_DETACH) == 0)
-			continue;
+		}
 		/* unprivileged: let fusermount3 do it */
 		pid_t pid = fork();
 
@@ -168,8 +183,10 @@ static void *signal_thread(void *arg)
 			int status;
 
 			waitpid(pid, &status, 0);
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+				detached = true;
 				continue;
+			}
 		}
 		fuse_session_exit(the_fs.se);
 	}

@@ -3,6 +3,9 @@
 # signal_flush: SIGTERM and SIGINT make the daemon write everything back,
 # unmount and exit 0; the backing directory then holds every byte.  Data is
 # kept dirty (dirty_expire=1h) so only the signal path can have written it.
+# A mount still in use is detached lazily; a second SIGTERM then must not
+# end the daemon while a user still holds a file with pages the kernel has
+# not sent (they would be lost).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "signals the daemon"
@@ -33,3 +36,35 @@ for sig in TERM INT; do
 	! zr_is_mounted "$M" || fail "$M still mounted after SIG$sig"
 	zr_same_sums "$ZR_TMP/sums" "$B" "backing directory after SIG$sig"
 done
+
+# running PID: the process runs (exists and is not a zombie: the daemon is
+# our child, and bash may not have reaped it yet)
+running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+say "a second SIGTERM while the detached mount is still in use"
+rm -rf "${B:?}"/*
+zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/held.src"
+# fd 7 keeps the mount busy, and its pages dirty in the kernel's cache
+exec 7>"$ZR_MNT/held"
+cat "$ZR_TMP/held.src" >&7
+pid=$ZR_PID
+kill -s TERM "$pid"
+for n in $(seq 50); do
+	zr_is_mounted "$M" || break
+	sleep 0.1
+done
+! zr_is_mounted "$M" || fail "SIGTERM did not detach the busy mount"
+kill -s TERM "$pid"
+sleep 0.5
+# a request, in case the daemon only notices at the next one that it was told to stop
+stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
+sleep 0.5
+running "$pid" || fail "the daemon exited at the second SIGTERM while the detached mount was in use"
+grep -q "unmounted already" "$ZR_LOG" || fail "the daemon did not log why it goes on"
+exec 7>&-
+zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
+rc=$ZR_WAIT_RC
+ZR_PID=
+[ "$rc" = 0 ] || fail "daemon exited with status $rc"
+cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
