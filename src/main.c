@@ -132,14 +132,33 @@ static bool inside_backing(const char *backing, const char *mnt)
 }
 
 /*
+ * Whether the topmost mount on mount_path is still this daemon's (its
+ * MAJ:MIN, recorded at mount in the_fs.bdi): not once it is detached (by
+ * us, lazily when in use, or by umount -l), nor when another mount covers
+ * it. Unknown (no record, no /proc) counts as ours.
+ */
+static bool ours_on_top(void)
+{
+	char top[32] = "";
+
+	if (!the_fs.bdi[0])
+		return true;
+	return !mount_info(mount_path, top, sizeof(top), NULL, 0) ||
+	       strcmp(top, the_fs.bdi) == 0;
+}
+
+/*
  * SIGTERM, SIGINT: unmount, while still serving, so that the kernel sends
- * its dirty pages before the session ends. Once the mount is detached
- * (lazily when in use), a later signal only says so: unmounting the path
- * again would reach what is under it (the backing filesystem itself when
- * zramfs is mounted over its mount point), and ending the session while
- * the mount's users still hold files would lose the pages the kernel has
- * not sent yet (helper-24's review). SIGHUP, and any signal once the
- * session is over: retry a failed final writeback now.
+ * its dirty pages before the session ends. When the path no longer holds
+ * our mount on top (we detached it, lazily when in use, or umount -l did,
+ * or another mount covers it), the signal writes back everything the
+ * daemon holds and leaves the path alone: unmounting it again reached
+ * what is under it (the backing filesystem itself when zramfs is mounted
+ * over its mount point) or on it, and ending the session while the
+ * mount's users still hold files lost the pages the kernel had not sent
+ * yet (helper-24's and helper-25's reviews). The daemon exits when the
+ * last user leaves; SIGKILL then loses only those pages. SIGHUP, and any
+ * signal once the session is over: retry a failed final writeback now.
  */
 static void *signal_thread(void *arg)
 {
@@ -161,9 +180,11 @@ static void *signal_thread(void *arg)
 		pthread_mutex_unlock(&retry_lock);
 		if (sig == SIGHUP || over)
 			continue;
-		if (detached) {
-			zr_log(ZR_LOG_INFO, "signal %d: %s is unmounted already; the daemon exits once its last user leaves it and everything is written back (SIGKILL loses what is not)",
-			       sig, mount_path);
+		if (detached || !ours_on_top()) {
+			int rc = the_fs.store ? zr_store_writeback_all(the_fs.store, ZR_WB_ALL) : 0;
+
+			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, or covered): written back what the daemon holds%s%s; it exits once the mount's last user leaves it",
+			       sig, mount_path, rc ? ", with an error: " : "", rc ? strerror(-rc) : "");
 			continue;
 		}
 		zr_log(ZR_LOG_INFO, "signal %d: unmounting %s", sig, mount_path);

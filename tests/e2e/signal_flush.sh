@@ -5,7 +5,8 @@
 # kept dirty (dirty_expire=1h) so only the signal path can have written it.
 # A mount still in use is detached lazily; a second SIGTERM then must not
 # end the daemon while a user still holds a file with pages the kernel has
-# not sent (they would be lost).
+# not sent (they would be lost).  A mount covered by another: SIGTERM
+# leaves the one on top alone.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "signals the daemon"
@@ -61,10 +62,25 @@ sleep 0.5
 stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
 sleep 0.5
 running "$pid" || fail "the daemon exited at the second SIGTERM while the detached mount was in use"
-grep -q "unmounted already" "$ZR_LOG" || fail "the daemon did not log why it goes on"
+grep -q "does not hold this mount on top" "$ZR_LOG" || fail "the daemon did not log why it goes on"
 exec 7>&-
 zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
 rc=$ZR_WAIT_RC
 ZR_PID=
 [ "$rc" = 0 ] || fail "daemon exited with status $rc"
 cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+
+say "SIGTERM while another mount covers ours: the one on top stays"
+rm -rf "${B:?}"/*
+zr_mount "" "$B" "$M"
+echo data >"$ZR_MNT/f"
+mount -t tmpfs -o size=1m zr-cover "$M" || fail "cannot mount a tmpfs over the mount"
+pid=$ZR_PID
+kill -s TERM "$pid"
+sleep 1
+[ "$(stat -f -c %T "$M")" = tmpfs ] ||
+	fail "SIGTERM unmounted the tmpfs mounted over zramfs"
+running "$pid" || fail "the daemon exited while its mount is still there, under the tmpfs"
+umount "$M" || fail "cannot unmount the tmpfs"
+zr_umount
+[ "$(cat "$B/f")" = data ] || fail "f is not in the backing directory"
