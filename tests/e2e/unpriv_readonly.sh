@@ -1,0 +1,78 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# unpriv_readonly: a daemon run by an unprivileged user (mounted through
+# fusermount3) writes back the files that user made read-only, as git does
+# its objects (created 0444 through a writable descriptor) and `install -m
+# 444` its copies, once their fds have left the cache (max_fds=16): the
+# reopen for writing gets EACCES, and the read-only fd it fell back to made
+# every writeback of them fail with EBADF, the unmount's for ever.  After
+# `writeback all` and an unmount by fusermount3 -u, every file is whole in
+# the backing directory and still mode 444.
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "runs the daemon as an unprivileged user"
+zr_need_root "switches to an unprivileged user"
+zr_need_tool setpriv fusermount3
+[ -x /usr/bin/python3 ] || zr_skip "needs /usr/bin/python3 (run as another user)"
+U=nobody
+id -u "$U" >/dev/null 2>&1 || zr_skip "no user $U"
+G=$(id -gn "$U")
+
+# as_user CMD...: CMD run as $U (the mount is $U's: root cannot enter it
+# without allow_other)
+as_user() { setpriv --reuid="$U" --regid="$G" --clear-groups -- "$@"; }
+
+# libfuse opens /dev/fuse itself before it asks fusermount3 to mount;
+# Debian's udev makes it 0666, a container may not
+fmode=$(stat -c %a /dev/fuse)
+if [ "$fmode" != 666 ]; then
+	ZR_ATEXIT+=("chmod $fmode /dev/fuse")
+	chmod 666 /dev/fuse || zr_skip "cannot open /dev/fuse to other users"
+fi
+chmod 711 "$ZR_TMP"
+D=$ZR_TMP/u
+mkdir -p "$D/back" "$D/mnt" "$D/src"
+install -m 755 "$ZRAMFS" "$D/zramfs"
+printf '#!/bin/sh\nexec setpriv --reuid=%s --regid=%s --clear-groups -- %s "$@"\n' \
+	"$U" "$G" "$D/zramfs" >"$ZR_TMP/as_user_zramfs"
+chmod 755 "$ZR_TMP/as_user_zramfs"
+N=40
+for i in $(seq $N); do head -c $((20000 + i * 977)) /dev/urandom >"$D/src/f$i"; done
+chown -R "$U:$G" "$D"
+
+ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "max_fds=16,dirty_expire=1h,seq_cutoff=0" "$D/back" "$D/mnt"
+[ "$(stat -c %u "/proc/$ZR_PID")" != 0 ] || fail "the daemon runs as root"
+say "$N files made read-only as git and install do, through the mount, by $U"
+as_user /usr/bin/python3 - "$D/src" "$D/mnt" "$N" <<'PY' || fail "writing the files as $U failed"
+import os, shutil, sys
+src, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(1, n + 1):
+    data = open("%s/f%d" % (src, i), "rb").read()
+    if i % 2:
+        # git: created 0444, written through that descriptor
+        fd = os.open("%s/f%d" % (mnt, i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        os.write(fd, data)
+        os.close(fd)
+    else:
+        # install -m 444: a copy, then chmod
+        shutil.copyfile("%s/f%d" % (src, i), "%s/f%d" % (mnt, i))
+        os.chmod("%s/f%d" % (mnt, i), 0o444)
+PY
+stats() { as_user cat "$D/mnt/.zramfs/stats"; }
+d=$(stats | awk '$1 == "blocks_dirty" { print $2 }')
+say "blocks_dirty $d"
+[ "${d:-0}" -gt 0 ] || fail "no dirty blocks: the case is not tested"
+as_user sh -c "echo 'writeback all' >'$D/mnt/.zramfs/control'" ||
+	fail "'writeback all' failed: $(stats | grep -E '^(writeback_errors|blocks_dirty) ' | tr '\n' ' ')"
+e=$(stats | awk '$1 == "writeback_errors" { print $2 }')
+[ "$e" = 0 ] || fail "writeback_errors is $e"
+as_user fusermount3 -u "$D/mnt" || fail "fusermount3 -u failed"
+zr_wait_pid "$ZR_PID" 60 || fail "the daemon did not exit within 60 s of the unmount"
+rc=$ZR_WAIT_RC
+ZR_PID=
+[ "$rc" = 0 ] || fail "the daemon exited with status $rc"
+for i in $(seq $N); do
+	cmp -s "$D/src/f$i" "$D/back/f$i" || fail "f$i is not whole in the backing directory"
+	[ "$(stat -c %a "$D/back/f$i")" = 444 ] || fail "f$i is mode $(stat -c %a "$D/back/f$i") on disk, not 444"
+done
+say "ok: $N read-only files whole on disk, still mode 444"
