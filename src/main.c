@@ -40,7 +40,9 @@ static const char *mount_path;	/* canonical mount point */
  * The final writeback waits between its attempts on retry_cond; the signal
  * thread cuts the wait short. retry_lock protects retry_now (a signal came:
  * try again at once) and session_over (the session has ended: a signal no
- * longer unmounts, it only asks for that retry).
+ * longer unmounts, it only asks for that retry). A signal's writeback of
+ * a detached mount runs under it too, so that final_writeback(), which
+ * takes it first, and the teardown after it wait for that writeback.
  */
 static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t retry_cond;	/* on CLOCK_MONOTONIC, set up in main() */
@@ -134,16 +136,17 @@ static bool inside_backing(const char *backing, const char *mnt)
 /*
  * Whether the topmost mount on mount_path is still this daemon's (its
  * MAJ:MIN, recorded at mount in the_fs.bdi): not once it is detached (by
- * us, lazily when in use, or by umount -l), nor when another mount covers
- * it. Unknown (no record, no /proc) counts as ours.
+ * us, lazily when in use, or by umount -l: nothing is listed there then),
+ * nor when another mount covers it. Unknown (no record, /proc/self/mountinfo
+ * unreadable) counts as ours.
  */
 static bool ours_on_top(void)
 {
 	char top[32] = "";
 
-	if (!the_fs.bdi[0])
+	if (!the_fs.bdi[0] || access("/proc/self/mountinfo", R_OK) != 0)
 		return true;
-	return !mount_info(mount_path, top, sizeof(top), NULL, 0) ||
+	return mount_info(mount_path, top, sizeof(top), NULL, 0) &&
 	       strcmp(top, the_fs.bdi) == 0;
 }
 
@@ -176,17 +179,18 @@ static void *signal_thread(void *arg)
 			zr_log(ZR_LOG_INFO, "signal %d: writing back again now", sig);
 			retry_now = true;
 			pthread_cond_broadcast(&retry_cond);
-		}
-		pthread_mutex_unlock(&retry_lock);
-		if (sig == SIGHUP || over)
-			continue;
-		if (detached || !ours_on_top()) {
+		} else if (sig != SIGHUP && (detached || !ours_on_top())) {
+			/* (under retry_lock, which final_writeback() takes
+			 * first: the store outlives this writeback) */
 			int rc = the_fs.store ? zr_store_writeback_all(the_fs.store, ZR_WB_ALL) : 0;
 
 			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, or covered): written back what the daemon holds%s%s; it exits once the mount's last user leaves it",
 			       sig, mount_path, rc ? ", with an error: " : "", rc ? strerror(-rc) : "");
-			continue;
+			over = true;	/* (nothing more to do for this one) */
 		}
+		pthread_mutex_unlock(&retry_lock);
+		if (sig == SIGHUP || over)
+			continue;
 		zr_log(ZR_LOG_INFO, "signal %d: unmounting %s", sig, mount_path);
 		/* unmount while still serving, so the kernel flushes its dirty pages to us */
 		if (umount2(mount_path, 0) == 0 || umount2(mount_path, MNT_DETACH) == 0) {

@@ -5,8 +5,9 @@
 # kept dirty (dirty_expire=1h) so only the signal path can have written it.
 # A mount still in use is detached lazily; a second SIGTERM then must not
 # end the daemon while a user still holds a file with pages the kernel has
-# not sent (they would be lost).  A mount covered by another: SIGTERM
-# leaves the one on top alone.
+# not sent (they would be lost); so must a SIGTERM after someone else's
+# umount -l.  A mount covered by another: SIGTERM leaves the one on top
+# alone.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "signals the daemon"
@@ -63,6 +64,30 @@ stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
 sleep 0.5
 running "$pid" || fail "the daemon exited at the second SIGTERM while the detached mount was in use"
 grep -q "does not hold this mount on top" "$ZR_LOG" || fail "the daemon did not log why it goes on"
+exec 7>&-
+zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
+rc=$ZR_WAIT_RC
+ZR_PID=
+[ "$rc" = 0 ] || fail "daemon exited with status $rc"
+cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+
+if [ "$(id -u)" != 0 ]; then
+	say "not root: the umount -l and covered-mount cases are not run"
+	exit 0
+fi
+
+say "umount -l by someone else while a file is held open, then SIGTERM"
+rm -rf "${B:?}"/*
+zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+exec 7>"$ZR_MNT/held"
+cat "$ZR_TMP/held.src" >&7
+pid=$ZR_PID
+umount -l "$M" || fail "umount -l failed"
+kill -s TERM "$pid"
+sleep 0.5
+stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
+sleep 0.5
+running "$pid" || fail "the daemon exited at SIGTERM after umount -l, with a file still held"
 exec 7>&-
 zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
 rc=$ZR_WAIT_RC
