@@ -1107,50 +1107,6 @@ bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int f
 	       memcmp(now.fh.f_handle, h->f_handle, h->handle_bytes) == 0;
 }
 
-/*
- * Open the regular file @name of @pfd, which its owner (the daemon's user,
- * not root) made read-only, for reading and writing: what the tier holds
- * of it was written through a descriptor opened before (git's objects and
- * `install -m 444` are made 0444 through a writable one), and must go to
- * the backing file, but an unprivileged daemon that reopens it (its fd
- * left the cache) gets EACCES, and a read-only fd made every writeback fail
- * with EBADF, the final one at unmount for ever (helper-24's review). The
- * owner adds S_IWUSR for the open and puts the mode back at once, checked
- * by (dev, ino) on an O_PATH descriptor. @return an fd, or -errno (-EACCES:
- * not the owner's, or not a regular file).
- */
-static int open_owner_rw(struct zr_inode *ino, int pfd, const char *name, int flags)
-{
-	char path[32];
-	struct stat st;
-	int pathfd, fd, err;
-
-	pathfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (pathfd < 0)
-		return -errno;
-	if (fstat(pathfd, &st) < 0) {
-		err = -errno;
-		goto out;
-	}
-	err = -EACCES;
-	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & S_IWUSR) ||
-	    st.st_dev != ino->key.dev || st.st_ino != ino->key.ino)
-		goto out;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", pathfd);
-	if (chmod(path, (st.st_mode & 07777) | S_IWUSR) < 0) {
-		err = -errno;
-		goto out;
-	}
-	fd = open(path, (flags & ~O_NOFOLLOW) | O_CLOEXEC);
-	err = fd < 0 ? -errno : fd;
-	if (chmod(path, st.st_mode & 07777) < 0)
-		zr_log(ZR_LOG_WARNING, "inode %llu: cannot make it read-only again after opening it to write its data back: %s",
-		       (unsigned long long)ino->key.ino, strerror(errno));
-out:
-	close(pathfd);
-	return err;
-}
-
 /* What inode_open_name() tried. */
 enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
 
@@ -1183,13 +1139,6 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
 	}
 	*what = ZR_NAME_TRIED;
 	fd = openat(pfd, name, flags | O_CLOEXEC);
-	if (fd < 0 && errno == EACCES && (flags & O_ACCMODE) == O_RDWR && geteuid() != 0) {
-		fd = open_owner_rw(ino, pfd, name, flags);
-		if (fd < 0) {
-			errno = -fd;	/* (EACCES: read-only, as before) */
-			fd = -1;
-		}
-	}
 	if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM ||
 		       errno == ETXTBSY) &&
 	    (flags & O_ACCMODE) == O_RDWR)
