@@ -184,7 +184,9 @@ static void *signal_thread(void *arg)
 			 * first: the store outlives this writeback) */
 			int rc = the_fs.store ? zr_store_writeback_all(the_fs.store, ZR_WB_ALL) : 0;
 
-			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, or covered): written back what the daemon holds%s%s; it exits once the mount's last user leaves it",
+			if (rc == 0 && syncfs(the_fs.root_fd) < 0)
+				rc = -errno;
+			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, or covered): written back and synced what the daemon holds%s%s; it exits once the mount's last user leaves it",
 			       sig, mount_path, rc ? ", with an error: " : "", rc ? strerror(-rc) : "");
 			over = true;	/* (nothing more to do for this one) */
 		}
@@ -596,6 +598,11 @@ int main(int argc, char *argv[])
 	zr_fs_drop_orphans(&the_fs);
 	ret = final_writeback(&the_fs) == 0 ? 0 : 1;
 out_unmount:
+	/* (from here a signal touches neither the session nor the store;
+	 * on the way out of a failed start, final_writeback() has not said so) */
+	pthread_mutex_lock(&retry_lock);
+	session_over = true;
+	pthread_mutex_unlock(&retry_lock);
 	fuse_session_unmount(the_fs.se);
 	if (!uring_clean) {
 		/* a ring thread may still use the session and the file
