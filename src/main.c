@@ -137,7 +137,7 @@ static bool inside_backing(const char *backing, const char *mnt)
  * Whether the topmost mount on mount_path is still this daemon's (its
  * MAJ:MIN, recorded at mount in the_fs.bdi): not once it is detached (by
  * us, lazily when in use, or by umount -l: nothing is listed there then),
- * nor when another mount covers it. Unknown (no record, /proc/self/mountinfo
+ * nor once moved away (mount --move), nor when another mount covers it. Unknown (no record, /proc/self/mountinfo
  * unreadable) counts as ours.
  */
 static bool ours_on_top(void)
@@ -154,12 +154,12 @@ static bool ours_on_top(void)
  * SIGTERM, SIGINT: unmount, while still serving, so that the kernel sends
  * its dirty pages before the session ends. When the path no longer holds
  * our mount on top (we detached it, lazily when in use, or umount -l did,
- * or another mount covers it), the signal writes back everything the
- * daemon holds and leaves the path alone: unmounting it again reached
+ * or it was moved, or another mount covers it), the signal writes back and
+ * syncs everything the daemon holds and leaves the path alone: unmounting it again reached
  * what is under it (the backing filesystem itself when zramfs is mounted
  * over its mount point) or on it, and ending the session while the
  * mount's users still hold files lost the pages the kernel had not sent
- * yet (helper-24's and helper-25's reviews). The daemon exits when the
+ * yet (helper-24's, helper-25's and helper-26's reviews). The daemon exits when the
  * last user leaves; SIGKILL then loses only those pages. SIGHUP, and any
  * signal once the session is over: retry a failed final writeback now.
  */
@@ -186,7 +186,7 @@ static void *signal_thread(void *arg)
 
 			if (rc == 0 && syncfs(the_fs.root_fd) < 0)
 				rc = -errno;
-			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, or covered): written back and synced what the daemon holds%s%s; it exits once the mount's last user leaves it",
+			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, moved or covered): written back and synced what the daemon holds%s%s; it exits once the mount's last user leaves it",
 			       sig, mount_path, rc ? ", with an error: " : "", rc ? strerror(-rc) : "");
 			over = true;	/* (nothing more to do for this one) */
 		}
