@@ -207,6 +207,10 @@ zr_cleanup() {
 
 # --- mounting ------------------------------------------------------------
 
+# zr_running PID: the process runs (exists and is not a zombie: a daemon
+# that is our child may have exited without bash having reaped it yet)
+zr_running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
 # zr_wait_pid PID SECS: waits for a child of this shell to exit, kill -9 on
 # timeout.  Sets ZR_WAIT_RC to its exit status; returns 1 on timeout.
 zr_wait_pid() {

@@ -39,18 +39,38 @@ for sig in TERM INT; do
 	zr_same_sums "$ZR_TMP/sums" "$B" "backing directory after SIG$sig"
 done
 
-# running PID: the process runs (exists and is not a zombie: the daemon is
-# our child, and bash may not have reaped it yet)
-running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+# held_mount: mount, and write 4 MiB through fd 7, which stays open: it
+# keeps the mount busy, and its pages dirty in the kernel's cache
+held_mount() {
+	rm -rf "${B:?}"/*
+	zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+	exec 7>"$ZR_MNT/held"
+	cat "$ZR_TMP/held.src" >&7
+	pid=$ZR_PID
+}
+
+# held_still_served WHAT: after a signal, the daemon still serves the file
+held_still_served() {
+	sleep 0.5
+	# a request, in case the daemon only notices at the next one that it was told to stop
+	stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
+	sleep 0.5
+	zr_running "$pid" || fail "the daemon exited at $1, with a file still held"
+}
+
+# held_close: close fd 7; the daemon then exits 0 with every byte on disk
+held_close() {
+	exec 7>&-
+	zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
+	rc=$ZR_WAIT_RC
+	ZR_PID=
+	[ "$rc" = 0 ] || fail "daemon exited with status $rc"
+	cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+}
 
 say "a second SIGTERM while the detached mount is still in use"
-rm -rf "${B:?}"/*
-zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/held.src"
-# fd 7 keeps the mount busy, and its pages dirty in the kernel's cache
-exec 7>"$ZR_MNT/held"
-cat "$ZR_TMP/held.src" >&7
-pid=$ZR_PID
+held_mount
 kill -s TERM "$pid"
 for n in $(seq 50); do
 	zr_is_mounted "$M" || break
@@ -58,18 +78,9 @@ for n in $(seq 50); do
 done
 ! zr_is_mounted "$M" || fail "SIGTERM did not detach the busy mount"
 kill -s TERM "$pid"
-sleep 0.5
-# a request, in case the daemon only notices at the next one that it was told to stop
-stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
-sleep 0.5
-running "$pid" || fail "the daemon exited at the second SIGTERM while the detached mount was in use"
+held_still_served "the second SIGTERM while the detached mount was in use"
 grep -q "does not hold this mount on top" "$ZR_LOG" || fail "the daemon did not log why it goes on"
-exec 7>&-
-zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
-rc=$ZR_WAIT_RC
-ZR_PID=
-[ "$rc" = 0 ] || fail "daemon exited with status $rc"
-cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+held_close
 
 if [ "$(id -u)" != 0 ]; then
 	say "not root: the umount -l and covered-mount cases are not run"
@@ -77,23 +88,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 say "umount -l by someone else while a file is held open, then SIGTERM"
-rm -rf "${B:?}"/*
-zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
-exec 7>"$ZR_MNT/held"
-cat "$ZR_TMP/held.src" >&7
-pid=$ZR_PID
+held_mount
 umount -l "$M" || fail "umount -l failed"
 kill -s TERM "$pid"
-sleep 0.5
-stat -L "/proc/$$/fd/7" >/dev/null 2>&1 || true
-sleep 0.5
-running "$pid" || fail "the daemon exited at SIGTERM after umount -l, with a file still held"
-exec 7>&-
-zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the mount's last user leaving"
-rc=$ZR_WAIT_RC
-ZR_PID=
-[ "$rc" = 0 ] || fail "daemon exited with status $rc"
-cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+held_still_served "SIGTERM after umount -l"
+held_close
 
 say "SIGTERM while another mount covers ours: the one on top stays"
 rm -rf "${B:?}"/*
@@ -105,7 +104,7 @@ kill -s TERM "$pid"
 sleep 1
 [ "$(stat -f -c %T "$M")" = tmpfs ] ||
 	fail "SIGTERM unmounted the tmpfs mounted over zramfs"
-running "$pid" || fail "the daemon exited while its mount is still there, under the tmpfs"
+zr_running "$pid" || fail "the daemon exited while its mount is still there, under the tmpfs"
 umount "$M" || fail "cannot unmount the tmpfs"
 zr_umount
 [ "$(cat "$B/f")" = data ] || fail "f is not in the backing directory"

@@ -16,8 +16,6 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/src"
-running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
-
 # (the daemon may be built with ASan, whose runtime wants to be first)
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
 	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
@@ -29,7 +27,7 @@ say "umount while the backing syncfs fails"
 touch "$ZR_TMP/armed"
 umount "$ZR_MNT" || fail "umount failed"
 sleep 4
-running "$ZR_PID" || {
+zr_running "$ZR_PID" || {
 	wait "$ZR_PID"
 	fail "the daemon exited (status $?) although the backing syncfs failed: $(tail -3 "$ZR_LOG")"
 }

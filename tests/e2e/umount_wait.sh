@@ -21,10 +21,6 @@ B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 head -c $((64 << 20)) /dev/urandom >"$ZR_TMP/src"
 
-# running PID: the process runs (exists and is not a zombie: the daemon is
-# our child, and bash may not have reaped it yet)
-running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
-
 # umounted_by waits|lazy CMD...: unmount our mount with CMD, then check what
 # a caller may rely on: nothing mounted, and once the daemon is gone (at
 # once for "waits", in the background for "lazy") the data is complete
@@ -32,7 +28,7 @@ umounted_by() {
 	local mode=$1
 	shift
 	"$@" || fail "'$*' failed"
-	if [ "$mode" = waits ] && running "$ZR_PID"; then
+	if [ "$mode" = waits ] && zr_running "$ZR_PID"; then
 		fail "'$*' returned while the daemon $ZR_PID still runs"
 	fi
 	zr_is_mounted "$ZR_MNT" && fail "$ZR_MNT is still mounted after '$*'"
@@ -65,7 +61,7 @@ zr_mount "seq_cutoff=0,dirty_expire=1h,size=256M" "$FB" "$M"
 cp "$ZR_TMP/src" "$ZR_MNT/f"
 zr_expect_err "not unmounted" "$ZRAMFSCTL" umount "$ZR_MNT"
 zr_is_mounted "$ZR_MNT" || fail "unmounted although the data could not be written back"
-running "$ZR_PID" || fail "the daemon exited although the data could not be written back"
+zr_running "$ZR_PID" || fail "the daemon exited although the data could not be written back"
 # (the first close after the failed writeback reports its ENOSPC, even a
 # reader's: only the bytes are compared here)
 cat "$ZR_MNT/f" >"$ZR_TMP/back" 2>/dev/null || true
@@ -83,7 +79,7 @@ zr_mount "seq_cutoff=0,dirty_expire=1h,size=256M" "$FB" "$M"
 cp "$ZR_TMP/src" "$ZR_MNT/f"
 umount "$ZR_MNT" || fail "umount failed"
 sleep 35
-running "$ZR_PID" || fail "the daemon exited with data it could not write back"
+zr_running "$ZR_PID" || fail "the daemon exited with data it could not write back"
 grep -q "dirty blocks are kept in RAM" "$ZR_LOG" ||
 	fail "the daemon did not log that it keeps the data: $(tail -3 "$ZR_LOG")"
 # a new mount of the same backing directory meanwhile would have its data
