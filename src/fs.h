@@ -408,7 +408,8 @@ void zr_fd_unpin(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **parent,
 		  char name[NAME_MAX + 1]);
 void zr_fs_sweep(struct zr_fs *fs);
-void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
+void zr_inode_rehash(struct zr_fs *fs, struct zr_inode *ino);
 int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
 		   char oname[NAME_MAX + 1]);
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);

@@ -722,26 +722,55 @@ static void kept_del(struct zr_fs *fs, struct zr_inode *ino)
 }
 
 /* zr_inode_unhash() with itable_lock held. */
-static void unhash_locked(struct zr_fs *fs, struct zr_inode *ino)
+static bool unhash_locked(struct zr_fs *fs, struct zr_inode *ino)
 {
 	if (ino->unhashed)
-		return;
+		return false;
 	HASH_DEL(fs->inodes, ino);
 	HASH_ADD(hh, fs->dead, key, sizeof(ino->key), ino);
 	ino->unhashed = true;
+	return true;
 }
 
 /**
- * zr_inode_unhash() - @ino left the backing tree (its last link went): take
- * it out of the table so that a new file that reuses its st_ino gets a
+ * zr_inode_unhash() - @ino leaves the backing tree (its last link goes):
+ * take it out of the table so that a new file that reuses its st_ino gets a
  * fresh inode; it lives on, unhashed, while referenced.
+ * @return whether it was in the table (false: it was taken out before, or
+ * is the root or the orphan directory, which stay).
  */
-void zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
+bool zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
 {
+	bool done;
+
 	if (ino == &fs->root || ino == &fs->orphans)
-		return;
+		return false;
 	pthread_mutex_lock(&fs->itable_lock);
-	unhash_locked(fs, ino);
+	done = unhash_locked(fs, ino);
+	pthread_mutex_unlock(&fs->itable_lock);
+	return done;
+}
+
+/**
+ * zr_inode_rehash() - undo zr_inode_unhash(): the removal of @ino's last
+ * link failed, and it is in the backing tree still. It stays out of the
+ * table if another inode took its key meanwhile (a lookup found the file
+ * by a name made behind zramfs's back): that one serves the file from now
+ * on, and @ino lives on while referenced, as an unlinked one.
+ */
+void zr_inode_rehash(struct zr_fs *fs, struct zr_inode *ino)
+{
+	struct zr_inode *other;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	if (ino->unhashed) {
+		HASH_FIND(hh, fs->inodes, &ino->key, sizeof(ino->key), other);
+		if (!other) {
+			HASH_DEL(fs->dead, ino);
+			HASH_ADD(hh, fs->inodes, key, sizeof(ino->key), ino);
+			ino->unhashed = false;
+		}
+	}
 	pthread_mutex_unlock(&fs->itable_lock);
 }
 

@@ -913,6 +913,27 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
 	zr_fd_unpin(fs, victim);
 }
 
+/*
+ * Before the backing call that may remove @victim's last link, (@p, @name)
+ * with link count @nlink (as finish_unlink() decides it): take @victim out
+ * of the table. The backing filesystem frees its number at that call (when
+ * no orphan name or fd keeps it) and ext4 gives it at once to the next new
+ * file, in any directory: one made meanwhile through another directory,
+ * which the kernel does not hold locked, would find @victim under its
+ * number, and, a file without a handle having nothing else to tell them
+ * apart by, show @victim's size and data and take its dirty blocks. Caller
+ * holds victim->lock.
+ * @return whether it was taken out: the caller puts it back
+ * (zr_inode_rehash()) if the call fails.
+ */
+static bool unhash_early(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
+			 const char *name, nlink_t nlink)
+{
+	if (!(nlink <= 1 || S_ISDIR(victim->type)) || !zr_alias_is_last(fs, victim, p, name))
+		return false;
+	return zr_inode_unhash(fs, victim);
+}
+
 /* After the backing unlink of (@p, @name), @victim's link count having
  * been @nlink: forget the name; an open file reached by its orphan's name
  * @oname from now on; drop the data of a file whose last link went and that
@@ -952,7 +973,7 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 		       int at_flags)
 {
 	struct zr_inode *victim;
-	bool pinned = false;
+	bool pinned = false, early = false;
 	char oname[NAME_MAX + 1] = "";
 	struct stat st;
 	nlink_t nlink;
@@ -966,14 +987,19 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 	if (victim) {
 		pthread_rwlock_wrlock(&victim->lock);
 		rc = prepare_unlink(fs, victim, p, pfd, name, false, &nlink, &pinned, oname);
+		if (rc == 0)
+			early = unhash_early(fs, victim, p, name, nlink);
 	}
 	if (rc == 0)
 		rc = unlinkat(pfd, name, at_flags) < 0 ? -errno : 0;
 	if (victim) {
-		if (rc == 0)
+		if (rc == 0) {
 			finish_unlink(fs, victim, p, name, nlink, oname, &st);
-		else
+		} else {
 			undo_pin(fs, victim, pinned, oname);	/* not empty, say */
+			if (early)
+				zr_inode_rehash(fs, victim);
+		}
 		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
@@ -1012,7 +1038,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *np = zr_inode_from_ino(fs, newparent);
 	struct zr_inode *src = NULL, *dst = NULL;
 	struct stat sst, dst_st;
-	bool pinned = false;
+	bool pinned = false, early = false;
 	char oname[NAME_MAX + 1] = "";
 	nlink_t nlink;
 	int ofd, nfd, rc;
@@ -1050,6 +1076,8 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
 		rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink, &pinned, oname);
+		if (rc == 0)
+			early = unhash_early(fs, dst, np, newname, nlink);
 	}
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
@@ -1062,6 +1090,8 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			zr_alias_rename(fs, src, op, name, np, newname);
 	} else if (dst && !(flags & RENAME_EXCHANGE)) {
 		undo_pin(fs, dst, pinned, oname);
+		if (early)
+			zr_inode_rehash(fs, dst);
 	}
 	if (dst && !(flags & RENAME_EXCHANGE))
 		pthread_rwlock_unlock(&dst->lock);

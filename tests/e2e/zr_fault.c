@@ -29,7 +29,11 @@
  * short write), or fails with ENOSPC when it starts at N: a filesystem that
  * fills up at byte N of the file. (Built without _FILE_OFFSET_BITS=64,
  * which would make pread an alias of pread64 and pwrite of pwrite64: the
- * daemon, built with it, calls pread64 and pwrite64.)
+ * daemon, built with it, calls pread64 and pwrite64.) With
+ * ZR_FAULT_REMOVE_DELAY_MS=N, the first unlinkat(2) while armed of a name
+ * whose last component is ZR_FAULT_NAME disarms, makes the call, and then
+ * sleeps N ms before it returns: a window after the backing filesystem
+ * freed the removed file's inode number, in which a new file may get it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -190,6 +194,14 @@ ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off)
 	return faulty_pwrite("pwrite64", fd, buf, len, off);
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 typedef int (*ftruncate_fn)(int, off_t);
 
 static int faulty_ftruncate(const char *sym, int fd, off_t len)
@@ -207,13 +219,8 @@ static int faulty_ftruncate(const char *sym, int fd, off_t len)
 		return -1;
 	}
 	/* (unlink() decides which of two racing calls is the first) */
-	if (ms_s && fault_file(fd) && unlink(getenv("ZR_FAULT_ARMED")) == 0) {
-		long ms = atol(ms_s);
-		struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-	}
+	if (ms_s && fault_file(fd) && unlink(getenv("ZR_FAULT_ARMED")) == 0)
+		sleep_ms(atol(ms_s));
 	return real(fd, len);
 }
 
@@ -296,4 +303,43 @@ int fallocate(int fd, int mode, off_t off, off_t len)
 int fallocate64(int fd, int mode, off64_t off, off64_t len)
 {
 	return nopunch_fallocate("fallocate64", fd, mode, off, len);
+}
+
+/* Whether @path is ZR_FAULT_NAME while armed with ZR_FAULT_REMOVE_DELAY_MS,
+ * disarming if so: the first such call. */
+static bool remove_delayed(const char *path, long *ms)
+{
+	const char *ms_s = getenv("ZR_FAULT_REMOVE_DELAY_MS");
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	const char *base = strrchr(path, '/');
+
+	if (!ms_s || !name || !armed || strcmp(base ? base + 1 : path, name) != 0)
+		return false;
+	/* (unlink() decides which of two racing calls is the first) */
+	if (unlink(armed) != 0)
+		return false;
+	*ms = atol(ms_s);
+	return true;
+}
+
+typedef int (*unlinkat_fn)(int, const char *, int);
+
+int unlinkat(int dirfd, const char *path, int flags)
+{
+	unlinkat_fn real = (unlinkat_fn)dlsym(RTLD_NEXT, "unlinkat");
+	long ms;
+	int rc, e;
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!remove_delayed(path, &ms))
+		return real(dirfd, path, flags);
+	rc = real(dirfd, path, flags);
+	e = errno;
+	sleep_ms(ms);
+	errno = e;
+	return rc;
 }
