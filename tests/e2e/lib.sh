@@ -215,7 +215,7 @@ zr_running() { [ -r "/proc/$1/stat" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat"
 # timeout.  Sets ZR_WAIT_RC to its exit status; returns 1 on timeout.
 zr_wait_pid() {
 	local pid=$1 n=$(($2 * 10))
-	while kill -0 "$pid" 2>/dev/null; do
+	while zr_running "$pid"; do
 		n=$((n - 1))
 		if [ "$n" -le 0 ]; then
 			kill -9 "$pid" 2>/dev/null || true
@@ -259,7 +259,7 @@ zr_mount() {
 	echo "$ZR_PID" >"$ZR_TMP/.daemon_pid"
 	for n in $(seq 100); do
 		zr_is_mounted "$mnt" && return 0
-		if ! kill -0 "$ZR_PID" 2>/dev/null; then
+		if ! zr_running "$ZR_PID"; then
 			local rc=0
 			wait "$ZR_PID" || rc=$?
 			ZR_PID=
