@@ -35,6 +35,8 @@ struct zr_at {
 	int dirfd;
 	const char *name;	/* "" for the inode's own fd (root, unlinked) */
 	int at_flags;		/* AT_SYMLINK_NOFOLLOW or AT_EMPTY_PATH */
+	bool opath;		/* dirfd is an O_PATH fd of the inode that
+				 * at_entry_fd() opened, closed by at_put() */
 	struct zr_inode *pinned;	/* whose fd is pinned */
 	struct zr_inode *parent;	/* reference to drop, or NULL */
 	char namebuf[NAME_MAX + 1];
@@ -100,6 +102,8 @@ static int at_get_fast(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
 
 static void at_put(struct zr_fs *fs, struct zr_at *at)
 {
+	if (at->opath)
+		close(at->dirfd);
 	if (at->pinned)
 		zr_fd_put(fs, at->pinned);
 	if (at->parent)
@@ -416,34 +420,67 @@ out:
 }
 
 /*
- * chmod of entry @name of @dirfd, which must still be the file @dev/@ino:
- * fchmodat() follows a symlink, so one put in the backing directory behind
- * zramfs's back, where a FIFO or a file whose fd left the cache was, would
- * have a daemon running as root change the mode of whatever it points to
- * (helper-24's review). The entry is opened O_PATH without following it,
- * checked, and changed through /proc/self/fd. @return 0 or -errno: -ESTALE
- * when the name holds another file or a symlink now.
+ * Open entry @name of @dirfd O_PATH without following it, and check that
+ * it still is the file @dev/@ino. A change made by name follows a symlink
+ * (fchmodat) or reaches whatever file is under the name now (fchownat,
+ * utimensat, even with AT_SYMLINK_NOFOLLOW): one put in the backing
+ * directory behind zramfs's back, where a FIFO or a file whose fd left the
+ * cache was, would have a daemon running as root change another file
+ * (helper-24's review, stop 43's for chmod). The change goes through this
+ * fd instead. @return the fd (the caller closes it), or -errno: -ESTALE
+ * when the name holds another file now.
  */
-static int chmod_entry(int dirfd, const char *name, dev_t dev, ino_t ino, mode_t mode)
+static int entry_open(int dirfd, const char *name, dev_t dev, ino_t ino)
 {
-	char path[32];
 	struct stat st;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
-	} else if (st.st_dev != dev || st.st_ino != ino || S_ISLNK(st.st_mode)) {
-		rc = -ESTALE;
-	} else {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		if (chmod(path, mode) < 0)
-			rc = -errno;
+		close(fd);
+		return rc;
 	}
-	close(fd);
-	return rc;
+	if (st.st_dev != dev || st.st_ino != ino) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* chmod of the file that O_PATH fd @fd holds (not a symlink: Linux
+ * changes no symlink's mode). @return 0 or -errno. */
+static int chmod_opath(int fd, mode_t mode)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return chmod(path, mode) < 0 ? -errno : 0;
+}
+
+/*
+ * Make @at, which reaches @ino by a name in its parent, reach it by an
+ * O_PATH fd of the entry checked to be @ino's file (entry_open()), for the
+ * changes setattr and the xattr calls make. An @at that has the inode's
+ * own fd already is left as it is. @return 0 or -errno (-ESTALE: the name
+ * holds another file now).
+ */
+static int at_entry_fd(struct zr_at *at, const struct zr_inode *ino)
+{
+	int fd;
+
+	if (!at->name[0])
+		return 0;
+	fd = entry_open(at->dirfd, at->name, ino->key.dev, ino->key.ino);
+	if (fd < 0)
+		return fd;
+	at->dirfd = fd;
+	at->name = "";
+	at->at_flags = AT_EMPTY_PATH;
+	at->opath = true;
+	return 0;
 }
 
 static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -472,14 +509,19 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	rc = at_get_fast(fs, in, &at);
 	if (rc)
 		goto out;
+	if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+		     FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+		rc = at_entry_fd(&at, in);
+		if (rc)
+			goto out_at;
+	}
 	if (valid & FUSE_SET_ATTR_MODE) {
-		if (at.name[0] && !S_ISLNK(in->type))
-			rc = chmod_entry(at.dirfd, at.name, in->key.dev, in->key.ino,
-					 attr->st_mode & 07777);
-		else if (!at.name[0])
-			rc = fchmod(at.dirfd, attr->st_mode & 07777) < 0 ? -errno : 0;
-		else
+		if (S_ISLNK(in->type))
 			rc = -EOPNOTSUPP;
+		else if (at.opath)
+			rc = chmod_opath(at.dirfd, attr->st_mode & 07777);
+		else
+			rc = fchmod(at.dirfd, attr->st_mode & 07777) < 0 ? -errno : 0;
 		if (rc < 0)
 			goto out_at;
 	}
@@ -525,8 +567,7 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if ((at.name[0] ? utimensat(at.dirfd, at.name, ts, at.at_flags) :
-		     futimens(at.dirfd, ts)) < 0) {
+		if (utimensat(at.dirfd, at.name, ts, at.at_flags) < 0) {
 			rc = -errno;
 			goto out_at;
 		}
@@ -680,6 +721,7 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 	struct stat pst, st;
 	gid_t gid = ctx->gid;
 	mode_t mode;
+	int fd, rc = 0;
 
 	if (have)
 		*have = false;
@@ -700,11 +742,16 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 		}
 		return 0;
 	}
-	if (fchownat(pfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!is_link && (st.st_mode & 07000))
-		return chmod_entry(pfd, name, st.st_dev, st.st_ino, mode);
-	return 0;
+	/* through the entry checked to be the one just looked at */
+	fd = entry_open(pfd, name, st.st_dev, st.st_ino);
+	if (fd < 0)
+		return fd;
+	if (fchownat(fd, "", ctx->uid, gid, AT_EMPTY_PATH) < 0)
+		rc = -errno;
+	else if (!is_link && (st.st_mode & 07000))
+		rc = chmod_opath(fd, mode);
+	close(fd);
+	return rc;
 }
 
 /*
@@ -1821,7 +1868,7 @@ static void note_caps(struct zr_inode *ino, const char *name, bool set)
  */
 static bool at_own_fd(const struct zr_at *at, const struct zr_inode *ino)
 {
-	return !at->name[0] && (S_ISREG(ino->type) || S_ISDIR(ino->type));
+	return !at->name[0] && !at->opath && (S_ISREG(ino->type) || S_ISDIR(ino->type));
 }
 
 /*
@@ -1876,6 +1923,12 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	rc = at_get_fast(fs, in, &at);
 	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = at_entry_fd(&at, in);
+	if (rc) {
+		at_put(fs, &at);
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -2001,6 +2054,12 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	in = zr_inode_from_ino(fs, ino);
 	rc = at_get_fast(fs, in, &at);
 	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = at_entry_fd(&at, in);
+	if (rc) {
+		at_put(fs, &at);
 		fuse_reply_err(req, -rc);
 		return;
 	}

@@ -267,4 +267,34 @@ say "$out"
 [ "$(stat -c %a "$ZR_TMP/target")" = 600 ] ||
 	fail "a chmod of the FIFO followed the symlink put in its place: the target is mode $(stat -c %a "$ZR_TMP/target")"
 [ "$out" != "chmod ok" ] || fail "the chmod succeeded on a name that holds a symlink now"
+
+say "another file renamed where a FIFO was: chown, utimes and setxattr of the FIFO must not reach it"
+mkfifo "$ZR_MNT/fifo2"
+echo other >"$ZR_TMP/other"
+touch -d @1000000000 "$ZR_TMP/other"
+chown 0:0 "$ZR_TMP/other"
+out=$(python3 - "$ZR_MNT/fifo2" "$SB" "$ZR_TMP/other" <<'PY'
+import os, sys
+fifo, back, other = sys.argv[1:4]
+fd = os.open(fifo, os.O_PATH)
+os.rename(back + "/fifo2", back + "/fifo2.old")
+os.rename(other, back + "/fifo2")
+p = "/proc/self/fd/%d" % fd
+for what, call in (("chown", lambda: os.chown(p, 65534, 65534)),
+                   ("utime", lambda: os.utime(p, (2000000000, 2000000000))),
+                   ("setxattr", lambda: os.setxattr(p, "trusted.zr", b"x"))):
+    try:
+        call()
+        print(what, "ok")
+    except OSError as e:
+        print(what, "error:", e.strerror)
+PY
+)
+say "$(echo $out)"
+st=$(stat -c "%u:%g %Y" "$SB/fifo2")
+[ "$st" = "0:0 1000000000" ] ||
+	fail "a chown or utimes of the FIFO reached the file renamed in its place: it is now $st"
+! getfattr -n trusted.zr "$SB/fifo2" >/dev/null 2>&1 ||
+	fail "a setxattr of the FIFO reached the file renamed in its place"
+! echo "$out" | grep -q " ok$" || fail "a change succeeded on a name that holds another file now: $out"
 zr_umount

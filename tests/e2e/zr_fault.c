@@ -17,8 +17,9 @@
  * while armed fail with ENOMEM, as ext4 fails them while a new file is
  * being created with the inode number of the handle's freed file. With
  * ZR_FAULT_CHOWN=1, fchownat(2) of a name whose last component is
- * ZR_FAULT_NAME fails with EDQUOT while armed, as when the new owner is
- * over quota. With ZR_FAULT_NOPUNCH=1, fallocate(2) with
+ * ZR_FAULT_NAME (or of such a file's fd, with AT_EMPTY_PATH) fails with
+ * EDQUOT while armed, as when the new owner is over quota. With
+ * ZR_FAULT_NOPUNCH=1, fallocate(2) with
  * FALLOC_FL_PUNCH_HOLE fails with EOPNOTSUPP on every file (armed or not),
  * as on a backing filesystem without holes (NFSv3, vfat; ext2 punches
  * holes on current kernels). With ZR_FAULT_FTRUNCATE_ERR=1, ftruncate(2)
@@ -270,7 +271,8 @@ int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 		return -1;
 	}
 	if (on && strcmp(on, "1") == 0 && name && armed && access(armed, F_OK) == 0 &&
-	    strcmp(base ? base + 1 : path, name) == 0) {
+	    ((!path[0] && (flags & AT_EMPTY_PATH)) ? fault_file(dirfd) :
+	     strcmp(base ? base + 1 : path, name) == 0)) {
 		errno = EDQUOT;
 		return -1;
 	}
