@@ -20,7 +20,9 @@ say "xattrs"
 echo data >"$M/f"
 setfattr -n user.color -v blue "$M/f" || fail "setfattr user.color failed"
 setfattr -n user.shape -v round "$M/f" || fail "setfattr user.shape failed"
-big=$(head -c 3000 /dev/urandom | base64 -w0)
+# (a value that setfattr takes as text: one starting "0x" or "0s" is hex
+# or base64 to it, "bad input encoding" when it is not)
+big=v$(head -c 3000 /dev/urandom | base64 -w0)
 setfattr -n user.big -v "$big" "$M/f" || fail "setfattr of a ${#big}-byte value failed"
 [ "$(getfattr --absolute-names --only-values -n user.color "$M/f")" = blue ] || fail "getfattr user.color wrong"
 [ "$(getfattr --absolute-names --only-values -n user.big "$M/f")" = "$big" ] || fail "getfattr user.big wrong"
