@@ -135,6 +135,9 @@ struct zr_inode {
 	uint64_t nlookup;		/* itable_lock: kernel lookup count */
 	bool unhashed;			/* itable_lock: gone from the backing tree,
 					 * moved to zr_fs.dead (its st_ino may be reused) */
+	struct zr_inode *removing_next;	/* itable_lock: on zr_fs.removing, unhashed
+					 * for a removal in flight (zr_inode_removing()) */
+	bool removing;			/* itable_lock: on zr_fs.removing */
 	struct zr_inode *kept_prev, *kept_next;	/* itable_lock: zr_fs.kept */
 	bool kept;			/* itable_lock: on zr_fs.kept */
 
@@ -249,6 +252,9 @@ struct zr_fs {
 	pthread_mutex_t itable_lock;
 	struct zr_inode *inodes;	/* itable_lock: hash by key */
 	struct zr_inode *dead;		/* itable_lock: unhashed inodes still referenced */
+	struct zr_inode *removing;	/* itable_lock: those of dead whose removal
+					 * from the backing tree is in flight (a list
+					 * by removing_next: one per request at most) */
 	struct zr_inode *kept;		/* itable_lock: inodes whose references went
 					 * to 0 while they had blocks in the tier,
 					 * for zr_fs_sweep() (some may be referenced
@@ -409,7 +415,8 @@ int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **pare
 		  char name[NAME_MAX + 1]);
 void zr_fs_sweep(struct zr_fs *fs);
 bool zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino);
-void zr_inode_rehash(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_inode_removing(struct zr_fs *fs, struct zr_inode *ino);
+void zr_inode_removed(struct zr_fs *fs, struct zr_inode *ino, bool gone);
 int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
 		   char oname[NAME_MAX + 1]);
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);

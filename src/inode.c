@@ -417,7 +417,7 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 {
 	char name[NAME_MAX + 1] = "";
 	struct zr_alias *a;
-	bool none;
+	bool none, early;
 
 	pthread_rwlock_rdlock(&fs->ns_lock);
 	for (a = ino->aliases; a; a = a->next)
@@ -426,12 +426,16 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
+	/* its last link: the number is free once the name goes */
+	early = zr_alias_is_last(fs, ino, &fs->orphans, name) && zr_inode_removing(fs, ino);
 	none = orphan_name_remove(fs, ino, name);
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&fs->ns_lock);
 	__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
-	if (none)
+	if (early)
+		zr_inode_removed(fs, ino, none);
+	else if (none)
 		zr_inode_unhash(fs, ino);	/* gone from the backing tree */
 	return !none;
 }
@@ -752,18 +756,57 @@ bool zr_inode_unhash(struct zr_fs *fs, struct zr_inode *ino)
 }
 
 /**
- * zr_inode_rehash() - undo zr_inode_unhash(): the removal of @ino's last
- * link failed, and it is in the backing tree still. It stays out of the
- * table if another inode took its key meanwhile (a lookup found the file
- * by a name made behind zramfs's back): that one serves the file from now
- * on, and @ino lives on while referenced, as an unlinked one.
+ * zr_inode_removing() - a backing call that may free @ino's inode number is
+ * about to be made: the unlink or rename of its last name, the removal of
+ * its orphan's name. The caller holds ino->lock for writing until
+ * zr_inode_removed(). @ino leaves the table now, not after the call: ext4
+ * gives a freed number at once to the next new file, in any directory
+ * (which the kernel does not hold locked), and that file's lookup must not
+ * find @ino. Until zr_inode_removed(), a lookup of the number waits for
+ * ino->lock (zr_inode_lookup()), then finds @ino back in the table if the
+ * call failed (a LOOKUP that revalidates the name takes no directory lock),
+ * else makes a fresh inode.
+ * @return whether @ino was in the table (false: the root, the orphan
+ * directory, or unhashed before); only then must zr_inode_removed() follow.
  */
-void zr_inode_rehash(struct zr_fs *fs, struct zr_inode *ino)
+bool zr_inode_removing(struct zr_fs *fs, struct zr_inode *ino)
 {
-	struct zr_inode *other;
+	bool done;
+
+	if (ino == &fs->root || ino == &fs->orphans)
+		return false;
+	pthread_mutex_lock(&fs->itable_lock);
+	done = unhash_locked(fs, ino);
+	if (done) {
+		ino->removing = true;
+		ino->removing_next = fs->removing;
+		fs->removing = ino;
+	}
+	pthread_mutex_unlock(&fs->itable_lock);
+	return done;
+}
+
+/**
+ * zr_inode_removed() - the call that zr_inode_removing() announced is done;
+ * @gone: the file left the backing tree. If it did not, @ino goes back into
+ * the table. (Nothing else can have taken its key meanwhile: lookups of it
+ * waited. Should something have, @ino stays out and lives on while
+ * referenced, as an unlinked file does; that is logged.)
+ */
+void zr_inode_removed(struct zr_fs *fs, struct zr_inode *ino, bool gone)
+{
+	struct zr_inode **pp, *other = NULL;
 
 	pthread_mutex_lock(&fs->itable_lock);
-	if (ino->unhashed) {
+	for (pp = &fs->removing; *pp; pp = &(*pp)->removing_next) {
+		if (*pp == ino) {
+			*pp = ino->removing_next;
+			break;
+		}
+	}
+	ino->removing = false;
+	ino->removing_next = NULL;
+	if (!gone && ino->unhashed) {
 		HASH_FIND(hh, fs->inodes, &ino->key, sizeof(ino->key), other);
 		if (!other) {
 			HASH_DEL(fs->dead, ino);
@@ -772,6 +815,21 @@ void zr_inode_rehash(struct zr_fs *fs, struct zr_inode *ino)
 		}
 	}
 	pthread_mutex_unlock(&fs->itable_lock);
+	if (other)
+		zr_log(ZR_LOG_WARNING, "inode %llu: its removal failed, and another inode took its number meanwhile",
+		       (unsigned long long)ino->key.ino);
+}
+
+/* The inode unhashed for a removal in flight whose key is @key, or NULL.
+ * Caller holds itable_lock. */
+static struct zr_inode *removing_find(struct zr_fs *fs, const struct zr_inode_key *key)
+{
+	struct zr_inode *ino;
+
+	for (ino = fs->removing; ino; ino = ino->removing_next)
+		if (memcmp(&ino->key, key, sizeof(*key)) == 0)
+			return ino;
+	return NULL;
 }
 
 void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
@@ -909,7 +967,7 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		    const struct stat *st, struct zr_inode **out)
 {
 	struct zr_inode_key key = { .dev = st->st_dev, .ino = st->st_ino };
-	struct zr_inode *ino, *fresh = NULL;
+	struct zr_inode *ino, *fresh = NULL, *busy;
 	int rc;
 
 	if (key.dev == fs->root.key.dev && key.ino == fs->root.key.ino) {
@@ -927,6 +985,15 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 			       (unsigned)ino->type);
 			unhash_locked(fs, ino);
 			ino = NULL;
+		}
+		if (!ino && (busy = removing_find(fs, &key))) {
+			/* its removal holds its lock: wait, then look again */
+			busy->refs++;
+			pthread_mutex_unlock(&fs->itable_lock);
+			pthread_rwlock_rdlock(&busy->lock);
+			pthread_rwlock_unlock(&busy->lock);
+			zr_inode_unref(fs, busy);
+			continue;
 		}
 		if (!ino && fresh) {
 			ino = fresh;

@@ -963,22 +963,20 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
 /*
  * Before the backing call that may remove @victim's last link, (@p, @name)
  * with link count @nlink (as finish_unlink() decides it): take @victim out
- * of the table. The backing filesystem frees its number at that call (when
- * no orphan name or fd keeps it) and ext4 gives it at once to the next new
- * file, in any directory: one made meanwhile through another directory,
- * which the kernel does not hold locked, would find @victim under its
- * number, and, a file without a handle having nothing else to tell them
- * apart by, show @victim's size and data and take its dirty blocks. Caller
- * holds victim->lock.
- * @return whether it was taken out: the caller puts it back
- * (zr_inode_rehash()) if the call fails.
+ * of the table (zr_inode_removing()). Without it, a file made in another
+ * directory while the call freed the number found @victim under it and, a
+ * file without a handle having nothing else to tell them apart by, showed
+ * @victim's size and data and took its dirty blocks. Caller holds
+ * victim->lock for writing.
+ * @return whether it was taken out: the caller then calls
+ * zr_inode_removed() once the call is done, before it unlocks.
  */
 static bool unhash_early(struct zr_fs *fs, struct zr_inode *victim, struct zr_inode *p,
 			 const char *name, nlink_t nlink)
 {
 	if (!(nlink <= 1 || S_ISDIR(victim->type)) || !zr_alias_is_last(fs, victim, p, name))
 		return false;
-	return zr_inode_unhash(fs, victim);
+	return zr_inode_removing(fs, victim);
 }
 
 /* After the backing unlink of (@p, @name), @victim's link count having
@@ -1040,13 +1038,12 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 	if (rc == 0)
 		rc = unlinkat(pfd, name, at_flags) < 0 ? -errno : 0;
 	if (victim) {
-		if (rc == 0) {
+		if (rc == 0)
 			finish_unlink(fs, victim, p, name, nlink, oname, &st);
-		} else {
+		else
 			undo_pin(fs, victim, pinned, oname);	/* not empty, say */
-			if (early)
-				zr_inode_rehash(fs, victim);
-		}
+		if (early)
+			zr_inode_removed(fs, victim, rc == 0);
 		pthread_rwlock_unlock(&victim->lock);
 		zr_inode_unref(fs, victim);
 	}
@@ -1122,8 +1119,12 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	nlink = dst ? dst_st.st_nlink : 0;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
-		rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink, &pinned, oname);
-		if (rc == 0)
+		/* (RENAME_NOREPLACE: the kernel saw no target, so this one
+		 * was made behind its back, and the call fails with EEXIST) */
+		if (!(flags & RENAME_NOREPLACE))
+			rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink,
+					    &pinned, oname);
+		if (rc == 0 && !(flags & RENAME_NOREPLACE))
 			early = unhash_early(fs, dst, np, newname, nlink);
 	}
 	if (rc == 0)
@@ -1137,9 +1138,9 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			zr_alias_rename(fs, src, op, name, np, newname);
 	} else if (dst && !(flags & RENAME_EXCHANGE)) {
 		undo_pin(fs, dst, pinned, oname);
-		if (early)
-			zr_inode_rehash(fs, dst);
 	}
+	if (early)
+		zr_inode_removed(fs, dst, rc == 0);
 	if (dst && !(flags & RENAME_EXCHANGE))
 		pthread_rwlock_unlock(&dst->lock);
 	if (src)

@@ -32,14 +32,17 @@
  * which would make pread an alias of pread64 and pwrite of pwrite64: the
  * daemon, built with it, calls pread64 and pwrite64.) With
  * ZR_FAULT_REMOVE_DELAY_MS=N, the first unlinkat(2) while armed of a name
- * whose last component is ZR_FAULT_NAME disarms, makes the call, and then
- * sleeps N ms before it returns: a window after the backing filesystem
- * freed the removed file's inode number, in which a new file may get it.
+ * whose last component is ZR_FAULT_NAME (or matches one of the fnmatch(3)
+ * patterns, separated by '|', of ZR_FAULT_REMOVE_NAME when that is set)
+ * disarms, makes the call, and then sleeps N ms before it returns: a
+ * window after the backing filesystem freed the removed file's inode
+ * number, in which a new file may get it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -307,16 +310,42 @@ int fallocate64(int fd, int mode, off64_t off, off64_t len)
 	return nopunch_fallocate("fallocate64", fd, mode, off, len);
 }
 
-/* Whether @path is ZR_FAULT_NAME while armed with ZR_FAULT_REMOVE_DELAY_MS,
- * disarming if so: the first such call. */
+/* Whether @base matches one of the '|'-separated fnmatch(3) @patterns. */
+static bool name_matches(const char *patterns, const char *base)
+{
+	char pat[256];
+	const char *p = patterns, *bar;
+	size_t n;
+
+	for (;;) {
+		bar = strchr(p, '|');
+		n = bar ? (size_t)(bar - p) : strlen(p);
+		if (n < sizeof(pat)) {
+			memcpy(pat, p, n);
+			pat[n] = '\0';
+			if (fnmatch(pat, base, 0) == 0)
+				return true;
+		}
+		if (!bar)
+			return false;
+		p = bar + 1;
+	}
+}
+
+/* Whether @path is ZR_FAULT_NAME (ZR_FAULT_REMOVE_NAME's) while armed with
+ * ZR_FAULT_REMOVE_DELAY_MS, disarming if so: the first such call. */
 static bool remove_delayed(const char *path, long *ms)
 {
 	const char *ms_s = getenv("ZR_FAULT_REMOVE_DELAY_MS");
 	const char *name = getenv("ZR_FAULT_NAME");
+	const char *names = getenv("ZR_FAULT_REMOVE_NAME");
 	const char *armed = getenv("ZR_FAULT_ARMED");
 	const char *base = strrchr(path, '/');
 
-	if (!ms_s || !name || !armed || strcmp(base ? base + 1 : path, name) != 0)
+	base = base ? base + 1 : path;
+	if (!ms_s || !armed)
+		return false;
+	if (names ? !name_matches(names, base) : (!name || strcmp(base, name) != 0))
 		return false;
 	/* (unlink() decides which of two racing calls is the first) */
 	if (unlink(armed) != 0)

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * check_inode.c - unit tests of the inode table (src/inode.c): a lookup of
+ * the inode number of a file whose removal from the backing tree is in
+ * flight (zr_inode_removing() .. zr_inode_removed()) waits for the removal,
+ * then finds the old inode again if it failed, or makes a new one if the
+ * file went (its number then belongs to a new file).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs.h"
+
+/* The part of a zr_fs that the inode table uses. */
+static void fs_init(struct zr_fs *fs)
+{
+	memset(fs, 0, sizeof(*fs));
+	pthread_mutex_init(&fs->itable_lock, NULL);
+	pthread_mutex_init(&fs->fd_lock, NULL);
+	pthread_rwlock_init(&fs->ns_lock, NULL);
+	fs->root.key.dev = 1;
+	fs->root.key.ino = 2;
+	fs->root.fd = -1;
+	fs->orphans.fd = -1;
+}
+
+static void fs_fini(struct zr_fs *fs)
+{
+	ck_assert_ptr_null(fs->inodes);
+	ck_assert_ptr_null(fs->dead);
+	ck_assert_ptr_null(fs->removing);
+	pthread_mutex_destroy(&fs->itable_lock);
+	pthread_mutex_destroy(&fs->fd_lock);
+	pthread_rwlock_destroy(&fs->ns_lock);
+}
+
+static struct stat file_st(ino_t ino)
+{
+	struct stat st;
+
+	memset(&st, 0, sizeof(st));
+	st.st_dev = 1;
+	st.st_ino = ino;
+	st.st_mode = S_IFREG | 0644;
+	return st;
+}
+
+struct looker {
+	struct zr_fs *fs;
+	struct stat st;
+	struct zr_inode *found;
+	int rc;
+	int done;	/* atomic */
+};
+
+static void *look(void *arg)
+{
+	struct looker *l = arg;
+
+	l->rc = zr_inode_lookup(l->fs, NULL, "f", &l->st, &l->found);
+	__atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Remove file 5 (the removal failing unless @gone) while another thread
+ * looks number 5 up: @return what the lookup found, the old inode in *@old. */
+static struct zr_inode *race(struct zr_fs *fs, bool gone, struct zr_inode **old)
+{
+	struct stat st = file_st(5);
+	struct looker l = { .fs = fs, .st = st };
+	struct zr_inode *a;
+	pthread_t t;
+
+	ck_assert_int_eq(zr_inode_lookup(fs, NULL, "f", &st, &a), 0);
+	pthread_rwlock_wrlock(&a->lock);	/* as remove_name() holds it */
+	ck_assert(zr_inode_removing(fs, a));
+	ck_assert(!zr_inode_removing(fs, a));	/* out of the table already */
+	ck_assert_int_eq(pthread_create(&t, NULL, look, &l), 0);
+	sleep_ms(200);
+	/* the lookup waits for the removal: it must not make an inode for
+	 * a number whose file may still be there */
+	ck_assert_int_eq(__atomic_load_n(&l.done, __ATOMIC_ACQUIRE), 0);
+	ck_assert_ptr_null(fs->inodes);
+	zr_inode_removed(fs, a, gone);
+	pthread_rwlock_unlock(&a->lock);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(l.rc, 0);
+	ck_assert_ptr_null(fs->removing);
+	*old = a;
+	return l.found;
+}
+
+START_TEST(test_removal_failed)
+{
+	struct zr_fs fs;
+	struct zr_inode *a, *b;
+
+	fs_init(&fs);
+	b = race(&fs, false, &a);
+	/* the file is still there: the same inode, back in the table */
+	ck_assert_ptr_eq(b, a);
+	ck_assert(!a->unhashed);
+	ck_assert_uint_eq(a->nlookup, 2);
+	zr_inode_forget(&fs, a, 2);
+	fs_fini(&fs);
+}
+END_TEST
+
+START_TEST(test_removal_done)
+{
+	struct zr_fs fs;
+	struct zr_inode *a, *b;
+
+	fs_init(&fs);
+	b = race(&fs, true, &a);
+	/* the number is a new file's: a new inode, the old one out */
+	ck_assert_ptr_ne(b, a);
+	ck_assert(a->unhashed);
+	ck_assert(!b->unhashed);
+	ck_assert_uint_eq(b->nlookup, 1);
+	zr_inode_forget(&fs, a, 1);
+	zr_inode_forget(&fs, b, 1);
+	fs_fini(&fs);
+}
+END_TEST
+
+/* Lookups of other numbers do not wait for a removal. */
+START_TEST(test_other_numbers)
+{
+	struct zr_fs fs;
+	struct stat st = file_st(5), st6 = file_st(6);
+	struct zr_inode *a, *c;
+
+	fs_init(&fs);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, "f", &st, &a), 0);
+	pthread_rwlock_wrlock(&a->lock);
+	ck_assert(zr_inode_removing(&fs, a));
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, "g", &st6, &c), 0);
+	ck_assert_ptr_ne(c, a);
+	zr_inode_removed(&fs, a, true);
+	pthread_rwlock_unlock(&a->lock);
+	zr_inode_forget(&fs, a, 1);
+	zr_inode_forget(&fs, c, 1);
+	fs_fini(&fs);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("inode");
+	TCase *tc = tcase_create("removal");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_removal_failed);
+	tcase_add_test(tc, test_removal_done);
+	tcase_add_test(tc, test_other_numbers);
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
