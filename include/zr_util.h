@@ -48,7 +48,8 @@ void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns);
 /**
  * zr_parse_size() - parse "123", "64k", "1.5G", "25%" (of @ram_bytes) into
  * bytes. Suffixes k, m, g, t (powers of 1024), case-insensitive, optional
- * trailing "b"/"iB".
+ * trailing "b"/"iB". A fraction is taken with a suffix (rounded down to a
+ * byte), not without ("4096.5").
  * @return 0, or -EINVAL when @s is not such a number, -ERANGE on overflow.
  */
 int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out);

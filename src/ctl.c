@@ -303,10 +303,15 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 		char warn[256];
 		int rc;
 
+		static pthread_mutex_t size_lock = PTHREAD_MUTEX_INITIALIZER;
+
 		if (zr_parse_size(cmd + 5, zr_ram_bytes(), &v) || v < 1024 * 1024)
 			return -EINVAL;
+		/* two writers: both copies of the budget end as one's */
+		pthread_mutex_lock(&size_lock);
 		__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
 		rc = zr_store_set_budget(fs->store, v);
+		pthread_mutex_unlock(&size_lock);
 		/* as at mount: taken, with a warning */
 		if (rc == 0 && zr_options_size_warning(fs->opt, zr_phys_ram_bytes(),
 						       zr_mem_limit(), warn, sizeof(warn)))
@@ -351,6 +356,13 @@ void zr_ctl_write(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, const char *
 
 	if (ino != ZR_CTL_INO_CONTROL) {
 		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (size >= sizeof(cmd) || memchr(buf, '\0', size)) {
+		/* cut short, it might be another command */
+		zr_log(ZR_LOG_WARNING, "control: a command of %zu bytes%s refused",
+		       size, size >= sizeof(cmd) ? "" : " with a NUL byte");
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
 	memcpy(cmd, buf, n);

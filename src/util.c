@@ -394,6 +394,8 @@ int zr_parse_size(const char *s, uint64_t ram_bytes, uint64_t *out)
 	v *= mult;
 	if (v > (long double)UINT64_MAX)
 		return -ERANGE;
+	if (mult == 1 && v != (long double)(uint64_t)v)
+		return -EINVAL;	/* a fraction of a byte */
 	*out = (uint64_t)v;
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -706,7 +707,7 @@ static void print_json(const struct zr_mount *m, size_t n)
 /**
  * send_command() - write @cmd (and a newline, as echo does) to the control
  * file of @mnt in one write. Prints the problem itself.
- * @return 0 or -1.
+ * @return 0 or -errno (-ENOTCONN: the mount's daemon is gone).
  */
 static int send_command(const char *mnt, const char *cmd)
 {
@@ -719,10 +720,11 @@ static int send_command(const char *mnt, const char *cmd)
 		die_oom();
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "zramfsctl: cannot open %s: %s\n", path, strerror(errno));
+		err = errno;
+		fprintf(stderr, "zramfsctl: cannot open %s: %s\n", path, strerror(err));
 		free(path);
 		free(line);
-		return -1;
+		return -err;
 	}
 	w = write(fd, line, strlen(line));
 	if (w < 0)
@@ -735,7 +737,7 @@ static int send_command(const char *mnt, const char *cmd)
 		fprintf(stderr, "zramfsctl: %s: '%s' failed: %s\n", mnt, cmd, strerror(err));
 	free(path);
 	free(line);
-	return err ? -1 : 0;
+	return -err;
 }
 
 /* Check one "name=value" of `set`; prints the problem. @return true if valid. */
@@ -745,9 +747,10 @@ static bool valid_setting(const char *arg)
 	uint64_t v;
 
 	if (eq && strncmp(arg, "size=", 5) == 0) {
-		if (zr_parse_size(eq + 1, zr_ram_bytes(), &v) == 0 && v > 0)
+		/* (the daemon takes 1 MiB or more) */
+		if (zr_parse_size(eq + 1, zr_ram_bytes(), &v) == 0 && v >= 1024 * 1024)
 			return true;
-		fprintf(stderr, "zramfsctl: bad size '%s' (bytes with k/m/g/t suffix, or N%%)\n",
+		fprintf(stderr, "zramfsctl: bad size '%s' (1m or more: bytes with k/m/g/t suffix, or N%% of RAM)\n",
 			eq + 1);
 	} else if (eq && strncmp(arg, "dirty_expire=", 13) == 0) {
 		if (zr_parse_duration_ms(eq + 1, &v) == 0)
@@ -851,6 +854,34 @@ static int run_command(int argc, char **args)
 }
 
 /*
+ * Unmount @mnt as the user who mounted it, through fusermount3 (umount(2)
+ * needs CAP_SYS_ADMIN; fusermount3 is set-user-ID root and unmounts the
+ * FUSE mounts of the user who runs it). @lazy: fusermount3 -z. fusermount3
+ * prints its own errors. @return 0, or -1 when it failed or did not run.
+ */
+static int fusermount_unmount(const char *mnt, bool lazy)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "zramfsctl: cannot run fusermount3: %s\n", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", lazy ? "-uz" : "-u", "--", mnt, (char *)NULL);
+		fprintf(stderr, "zramfsctl: cannot run fusermount3: %s\n", strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/*
  * Unmount @mnt and wait until its daemon has exited, so that everything is
  * in the backing directory when we return: umount(2) of a FUSE mount returns
  * at once, and the daemon writes back what it holds after that. First the
@@ -859,19 +890,27 @@ static int run_command(int argc, char **args)
  * fails (the backing filesystem is full, read-only...), nothing is unmounted
  * and the data stays in RAM, where it can still be read or copied. @lazy:
  * detach at once (MNT_DETACH) and do not wait: the daemon stays until the
- * mount's last user goes. @return exit status.
+ * mount's last user goes. A user who is not root unmounts through
+ * fusermount3. A mount whose daemon is gone (ENOTCONN) is unmounted without
+ * either: what it held is lost already. @return exit status.
  */
 static int do_umount(const char *arg, bool lazy)
 {
 	struct zr_mount m = { 0 };
 	struct zr_kvlist stats = { 0 };
 	uint64_t pid = 0;
+	struct stat st;
 	char *path;
-	int fd, n, pidfd = -1, rc = EXIT_ERR;
+	int fd, n, pidfd = -1, rc = EXIT_ERR, e;
 	bool told = false;
 
 	if (find_mount(arg, &m) < 0)
 		return EXIT_ERR;
+	if (stat(m.mnt, &st) < 0 && errno == ENOTCONN) {
+		fprintf(stderr, "zramfsctl: %s: its daemon is gone, and with it what it had not written back: unmounting\n",
+			m.mnt);
+		lazy = true;	/* nothing to write back, no daemon to wait for */
+	}
 	path = ctl_path(m.mnt, "stats");
 	opt_timeout_ms = 0;	/* as long as the commands below may wait */
 	if (read_kv(path, &stats) == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
@@ -894,8 +933,11 @@ static int do_umount(const char *arg, bool lazy)
 		}
 	}
 	if (umount2(m.mnt, lazy ? MNT_DETACH : 0) < 0) {
-		fprintf(stderr, "zramfsctl: cannot unmount %s: %s\n", m.mnt, strerror(errno));
-		goto out;
+		e = errno;
+		if (e != EPERM || geteuid() == 0 || fusermount_unmount(m.mnt, lazy) < 0) {
+			fprintf(stderr, "zramfsctl: cannot unmount %s: %s\n", m.mnt, strerror(e));
+			goto out;
+		}
 	}
 	rc = EXIT_OK;
 	if (lazy || pidfd < 0)

@@ -343,6 +343,10 @@ START_TEST(test_parse_size)
 	ck_assert_int_eq(zr_parse_size("12q", 0, &v), -EINVAL);
 	ck_assert_int_eq(zr_parse_size("-5", 0, &v), -EINVAL);
 	ck_assert_int_eq(zr_parse_size("99999999999t", 0, &v), -ERANGE);
+	/* no fraction of a byte (read_ahead=4096.5 was taken as 4096) */
+	ck_assert_int_eq(zr_parse_size("4096.5", 0, &v), -EINVAL);
+	ck_assert_int_eq(zr_parse_size("4096.0", 0, &v), 0);
+	ck_assert_uint_eq(v, 4096);
 	ck_assert_int_eq(zr_parse_duration_ms("2m", &v), 0);
 	ck_assert_uint_eq(v, 120000);
 	ck_assert_int_eq(zr_parse_duration_ms("30", &v), 0);

@@ -119,6 +119,11 @@ zr_ctl dirty_expire=5s
 [ "$(zr_config dirty_expire)" = 5000 ] || fail "config dirty_expire is $(zr_config dirty_expire) after dirty_expire=5s (ms)"
 zr_expect_err "Invalid argument" bash -c "echo bogus >'$M/.zramfs/control'"
 zr_expect_err "Invalid argument" bash -c "echo size=lots >'$M/.zramfs/control'"
+# a command longer than the daemon reads: refused whole, not cut to the
+# command it starts with ("drop_clean" and 300 blanks ran drop_clean)
+zr_expect_err "Invalid argument" bash -c "printf 'drop_clean%300sX\n' '' >'$M/.zramfs/control'"
+grep -q "control: a command of 312 bytes refused" "$ZR_LOG" ||
+	fail "a 312-byte command was not refused as such: $(grep control: "$ZR_LOG" | tail -2)"
 [ "$(zr_stat budget)" = $((32 << 20)) ] || fail "a refused command changed the budget"
 
 if [ -x "$ZRAMFSCTL" ]; then

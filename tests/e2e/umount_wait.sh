@@ -9,7 +9,8 @@
 # over a full backing directory: the daemon keeps the data (longer than the
 # 30 s after which it used to give up), and writes it back once there is
 # room; SIGHUP makes it try at once.  Meanwhile a new mount of the same
-# backing directory is refused.
+# backing directory is refused.  A mount whose daemon was killed is
+# unmounted, with a message that its unsaved data is lost.
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=180
 zr_init
@@ -96,6 +97,15 @@ zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not write back within 15 s of S
 ZR_PID=
 cmp "$ZR_TMP/src" "$FB/f" || fail "the backing file is not complete once there was room"
 umount "$FB"
+
+say "zramfsctl umount of a mount whose daemon was killed"
+zr_mount "" "$B" "$M"
+kill -9 "$ZR_PID"
+zr_wait_pid "$ZR_PID" 10 || fail "the killed daemon did not go"
+ZR_PID=
+out=$("$ZRAMFSCTL" umount "$M" 2>&1) || fail "zramfsctl umount of a dead mount failed: $out"
+echo "$out" | grep -q "its daemon is gone" || fail "zramfsctl umount of a dead mount said: $out"
+! zr_is_mounted "$M" || fail "the dead mount is still mounted"
 
 say "zramfsctl umount of something that is not zramfs"
 zr_expect_err "not a zramfs mount" "$ZRAMFSCTL" umount "$ZR_TMP"

@@ -6,8 +6,9 @@
 # 444` its copies, once their fds have left the cache (max_fds=16): the
 # reopen for writing gets EACCES, and the read-only fd it fell back to made
 # every writeback of them fail with EBADF, the unmount's for ever.  After
-# `writeback all` and an unmount by fusermount3 -u, every file is whole in
-# the backing directory and still mode 444.
+# `writeback all` and `zramfsctl umount` by that user (which unmounts
+# through fusermount3: umount(2) is root's), every file is whole in the
+# backing directory and still mode 444.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -33,6 +34,7 @@ chmod 711 "$ZR_TMP"
 D=$ZR_TMP/u
 mkdir -p "$D/back" "$D/mnt" "$D/src"
 install -m 755 "$ZRAMFS" "$D/zramfs"
+install -m 755 "$ZRAMFSCTL" "$D/zramfsctl"
 printf '#!/bin/sh\nexec setpriv --reuid=%s --regid=%s --clear-groups -- %s "$@"\n' \
 	"$U" "$G" "$D/zramfs" >"$ZR_TMP/as_user_zramfs"
 chmod 755 "$ZR_TMP/as_user_zramfs"
@@ -66,7 +68,10 @@ as_user sh -c "echo 'writeback all' >'$D/mnt/.zramfs/control'" ||
 	fail "'writeback all' failed: $(stats | grep -E '^(writeback_errors|blocks_dirty) ' | tr '\n' ' ')"
 e=$(stats | awk '$1 == "writeback_errors" { print $2 }')
 [ "$e" = 0 ] || fail "writeback_errors is $e"
-as_user fusermount3 -u "$D/mnt" || fail "fusermount3 -u failed"
+# (zramfsctl umount as that user: through fusermount3, which it runs
+# when umount(2) says EPERM; it returns once the daemon has exited)
+as_user "$D/zramfsctl" umount "$D/mnt" || fail "zramfsctl umount as $U failed"
+zr_running "$ZR_PID" && fail "the daemon still runs after zramfsctl umount returned"
 zr_wait_pid "$ZR_PID" 60 || fail "the daemon did not exit within 60 s of the unmount"
 rc=$ZR_WAIT_RC
 ZR_PID=
