@@ -223,7 +223,8 @@ static uint32_t init_flags2_in;	/* and the high 32 bits of it */
  */
 static bool pid_in_group(uint32_t pid, uint32_t pgid, gid_t gid)
 {
-	char path[64], line[4096];
+	char path[64], *line = NULL;
+	size_t cap = 0;
 	bool found = false;
 	FILE *f;
 
@@ -233,7 +234,10 @@ static bool pid_in_group(uint32_t pid, uint32_t pgid, gid_t gid)
 	f = fopen(path, "r");
 	if (!f)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
+	/* (getline: the Groups line of a process in hundreds of groups is
+	 * longer than any fixed buffer would be; one cut short missed the
+	 * groups past it, and split a number in two) */
+	while (!found && getline(&line, &cap, f) > 0) {
 		char *p, *end;
 
 		if (strncmp(line, "Groups:", 7) != 0)
@@ -247,6 +251,7 @@ static bool pid_in_group(uint32_t pid, uint32_t pgid, gid_t gid)
 				found = true;
 		}
 	}
+	free(line);
 	fclose(f);
 	return found;
 }
