@@ -135,9 +135,9 @@ struct zr_inode {
 	uint64_t nlookup;		/* itable_lock: kernel lookup count */
 	bool unhashed;			/* itable_lock: gone from the backing tree,
 					 * moved to zr_fs.dead (its st_ino may be reused) */
-	struct zr_inode *removing_next;	/* itable_lock: on zr_fs.removing, unhashed
-					 * for a removal in flight (zr_inode_removing()) */
-	bool removing;			/* itable_lock: on zr_fs.removing */
+	struct zr_inode *removing_next;	/* itable_lock: next on zr_fs.removing, the
+					 * inodes unhashed for a removal in flight
+					 * (zr_inode_removing()) */
 	struct zr_inode *kept_prev, *kept_next;	/* itable_lock: zr_fs.kept */
 	bool kept;			/* itable_lock: on zr_fs.kept */
 

@@ -778,7 +778,6 @@ bool zr_inode_removing(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_mutex_lock(&fs->itable_lock);
 	done = unhash_locked(fs, ino);
 	if (done) {
-		ino->removing = true;
 		ino->removing_next = fs->removing;
 		fs->removing = ino;
 	}
@@ -804,7 +803,6 @@ void zr_inode_removed(struct zr_fs *fs, struct zr_inode *ino, bool gone)
 			break;
 		}
 	}
-	ino->removing = false;
 	ino->removing_next = NULL;
 	if (!gone && ino->unhashed) {
 		HASH_FIND(hh, fs->inodes, &ino->key, sizeof(ino->key), other);
@@ -963,6 +961,15 @@ int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *old
 	return rc;
 }
 
+/**
+ * zr_inode_lookup() - the inode of the backing file that @st describes,
+ * found in the table or made, with a lookup reference (and name (@parent,
+ * @name) when @parent is not NULL). A lookup of the number of a file whose
+ * removal is in flight (zr_inode_removing()) waits for the removal's lock
+ * to be dropped: the caller must hold no inode's lock.
+ * @return 0, -EAGAIN after such a wait (stat the name again and retry:
+ * the file may be gone and its number a new file's), or -ENOMEM.
+ */
 int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		    const struct stat *st, struct zr_inode **out)
 {
@@ -987,13 +994,20 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 			ino = NULL;
 		}
 		if (!ino && (busy = removing_find(fs, &key))) {
-			/* its removal holds its lock: wait, then look again */
+			/* its removal holds its lock: wait for it, and have
+			 * the caller stat the name again (the file @st is of
+			 * may be gone, and its number a new file's) */
+			int rc2;
+
 			busy->refs++;
 			pthread_mutex_unlock(&fs->itable_lock);
-			pthread_rwlock_rdlock(&busy->lock);
-			pthread_rwlock_unlock(&busy->lock);
+			rc2 = pthread_rwlock_rdlock(&busy->lock);
+			assert(rc2 == 0);	/* (not the remover's own thread) */
+			if (rc2 == 0)
+				pthread_rwlock_unlock(&busy->lock);
 			zr_inode_unref(fs, busy);
-			continue;
+			rc = -EAGAIN;
+			goto out;
 		}
 		if (!ino && fresh) {
 			ino = fresh;
@@ -1015,10 +1029,14 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		fresh->fd = -1;
 		pthread_rwlock_init(&fresh->lock, NULL);
 	}
+	rc = 0;
+out:
 	if (fresh) {
 		pthread_rwlock_destroy(&fresh->lock);
 		free(fresh);
 	}
+	if (rc)
+		return rc;
 	if (parent) {
 		rc = zr_alias_add(fs, ino, parent, name);
 		if (rc) {

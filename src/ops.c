@@ -213,6 +213,27 @@ static void fill_entry(struct zr_fs *fs, struct fuse_entry_param *e,
 }
 
 /*
+ * zr_inode_lookup() of (@pfd, @name), whose stat is *@st when @have, else
+ * taken here; stat again when the lookup waited for a removal of that
+ * number (-EAGAIN). @return 0 or -errno.
+ */
+static int inode_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
+			     const char *name, struct stat *st, bool have,
+			     struct zr_inode **ino)
+{
+	int rc;
+
+	for (;;) {
+		if (!have && fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		rc = zr_inode_lookup(fs, parent, name, st, ino);
+		if (rc != -EAGAIN)
+			return rc;
+		have = false;
+	}
+}
+
+/*
  * Look @name up in @parent (whose fd is @pfd) and fill @e, taking a lookup
  * reference. @known: the entry's stat when the caller has just taken it,
  * else NULL. @return 0 or -errno.
@@ -227,9 +248,7 @@ static int do_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 
 	if (known)
 		st = *known;
-	else if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	rc = zr_inode_lookup(fs, parent, name, &st, &ino);
+	rc = inode_lookup_stat(fs, parent, pfd, name, &st, known != NULL, &ino);
 	if (rc)
 		return rc;
 	if (S_ISREG(st.st_mode) && !zr_inode_same_file(ino, pfd, name, 0)) {
@@ -239,7 +258,7 @@ static int do_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 		zr_alias_remove(fs, ino, parent, name);
 		zr_inode_unhash(fs, ino);
 		zr_inode_forget(fs, ino, 1);
-		rc = zr_inode_lookup(fs, parent, name, &st, &ino);
+		rc = inode_lookup_stat(fs, parent, pfd, name, &st, true, &ino);
 		if (rc)
 			return rc;
 	}
@@ -483,6 +502,21 @@ static int at_entry_fd(struct zr_at *at, const struct zr_inode *ino)
 	return 0;
 }
 
+/* utimensat of what @at reaches: its own fd (futimens), or an O_PATH fd
+ * through /proc/self/fd (utimensat with AT_EMPTY_PATH is Linux 5.8's), the
+ * link itself for a symlink. @return 0, or -1 with errno set. */
+static int set_times(const struct zr_at *at, const struct timespec ts[2])
+{
+	char path[32];
+
+	if (at->name[0])
+		return utimensat(at->dirfd, at->name, ts, at->at_flags);
+	if (!at->opath)
+		return futimens(at->dirfd, ts);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", at->dirfd);
+	return utimensat(AT_FDCWD, path, ts, 0);
+}
+
 static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			  int valid, struct fuse_file_info *fi)
 {
@@ -567,7 +601,7 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if (utimensat(at.dirfd, at.name, ts, at.at_flags) < 0) {
+		if (set_times(&at, ts) < 0) {
 			rc = -errno;
 			goto out_at;
 		}

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -899,16 +899,18 @@ static int do_umount(const char *arg, bool lazy)
 	struct zr_mount m = { 0 };
 	struct zr_kvlist stats = { 0 };
 	uint64_t pid = 0;
-	struct stat st;
+	struct statfs sfs;
 	char *path;
 	int fd, n, pidfd = -1, rc = EXIT_ERR, e;
 	bool told = false;
 
 	if (find_mount(arg, &m) < 0)
 		return EXIT_ERR;
-	if (stat(m.mnt, &st) < 0 && errno == ENOTCONN) {
-		fprintf(stderr, "zramfsctl: %s: its daemon is gone, and with it what it had not written back: unmounting\n",
-			m.mnt);
+	/* (statfs always asks the daemon; a stat may be answered from the
+	 * kernel's cache of a dead mount's attributes) */
+	if (statfs(m.mnt, &sfs) < 0 && errno == ENOTCONN) {
+		fprintf(stderr, "zramfsctl: %s: the mount has lost its daemon (%s): what the daemon had not written back cannot be reached through it; unmounting\n",
+			m.mnt, strerror(ENOTCONN));
 		lazy = true;	/* nothing to write back, no daemon to wait for */
 	}
 	path = ctl_path(m.mnt, "stats");

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,14 +58,17 @@ struct looker {
 	struct stat st;
 	struct zr_inode *found;
 	int rc;
+	int waits;	/* lookups that waited (-EAGAIN) */
 	int done;	/* atomic */
 };
 
+/* A lookup as do_lookup_stat() makes it: again after -EAGAIN. */
 static void *look(void *arg)
 {
 	struct looker *l = arg;
 
-	l->rc = zr_inode_lookup(l->fs, NULL, "f", &l->st, &l->found);
+	while ((l->rc = zr_inode_lookup(l->fs, NULL, "f", &l->st, &l->found)) == -EAGAIN)
+		l->waits++;
 	__atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -99,6 +103,7 @@ static struct zr_inode *race(struct zr_fs *fs, bool gone, struct zr_inode **old)
 	pthread_rwlock_unlock(&a->lock);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(l.rc, 0);
+	ck_assert_int_eq(l.waits, 1);
 	ck_assert_ptr_null(fs->removing);
 	*old = a;
 	return l.found;
