@@ -1225,6 +1225,46 @@ bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int f
 enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
 
 /*
+ * Open (@pfd, @name) read-only for a daemon not run by root whose user owns
+ * the file but took its own read permission away (chmod 000 after writing
+ * it): its dirty blocks could never be written back, and the unmount's
+ * final writeback retried for ever (stop 43's note). The name is opened
+ * O_PATH, which needs no permission, checked to be a regular file the
+ * daemon's user owns, given S_IRUSR for the open (through /proc/self/fd)
+ * and its mode put back unless it changed meanwhile; writeback then makes
+ * the fd writable as for a file without S_IWUSR (data.c,
+ * owner_writable_fd()). A GETATTR may see the read bit for that moment,
+ * and the ctime changes: only files unreadable to their owner pay it.
+ * @return an fd the caller owns, or -EACCES.
+ */
+static int owner_open(int pfd, const char *name)
+{
+	char path[32];
+	struct stat st;
+	int pathfd, fd = -1;
+
+	if (geteuid() == 0)
+		return -EACCES;	/* (root needed no such help) */
+	pathfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pathfd < 0)
+		return -EACCES;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", pathfd);
+	if (fstat(pathfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    !(st.st_mode & S_IRUSR) && chmod(path, (st.st_mode & 07777) | S_IRUSR) == 0) {
+		struct stat now;
+
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fstat(pathfd, &now) == 0 &&
+		    (now.st_mode & 07777) == ((st.st_mode & 07777) | S_IRUSR) &&
+		    chmod(path, st.st_mode & 07777) < 0)
+			zr_log(ZR_LOG_WARNING, "cannot take the read bit back from inode %llu after opening it for its owner: %s",
+			       (unsigned long long)st.st_ino, strerror(errno));
+	}
+	close(pathfd);
+	return fd >= 0 ? fd : -EACCES;
+}
+
+/*
  * Open @ino through its @n-th name, relative to the parent's (cached) fd.
  * *@what says whether the name was tried, there is no such name, the
  * parent's fd could not be had, or the name reaches another file: another
@@ -1258,6 +1298,11 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
 	    (flags & O_ACCMODE) == O_RDWR)
 		fd = openat(pfd, name, (flags & ~O_ACCMODE) | O_RDONLY | O_CLOEXEC);
 	rc = -errno;
+	if (fd < 0 && rc == -EACCES && !(flags & O_PATH) &&
+	    !(flags & O_DIRECTORY)) {
+		fd = owner_open(pfd, name);
+		rc = fd < 0 ? fd : 0;
+	}
 	zr_fd_put(fs, parent);
 	zr_inode_unref(fs, parent);
 	if (fd < 0)

@@ -8,7 +8,8 @@
 # every writeback of them fail with EBADF, the unmount's for ever.  After
 # `writeback all` and `zramfsctl umount` by that user (which unmounts
 # through fusermount3: umount(2) is root's), every file is whole in the
-# backing directory and still mode 444.
+# backing directory and still mode 444; so is a file made mode 000 (the
+# reopen got no fd at all: it is opened with u+r for that moment).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -40,6 +41,7 @@ printf '#!/bin/sh\nexec setpriv --reuid=%s --regid=%s --clear-groups -- %s "$@"\
 chmod 755 "$ZR_TMP/as_user_zramfs"
 N=40
 for i in $(seq $N); do head -c $((20000 + i * 977)) /dev/urandom >"$D/src/f$i"; done
+head -c 30000 /dev/urandom >"$D/src/z"
 chown -R "$U:$G" "$D"
 
 ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "max_fds=16,dirty_expire=1h,seq_cutoff=0" "$D/back" "$D/mnt"
@@ -48,6 +50,10 @@ say "$N files made read-only as git and install do, through the mount, by $U"
 as_user /usr/bin/python3 - "$D/src" "$D/mnt" "$N" <<'PY' || fail "writing the files as $U failed"
 import os, shutil, sys
 src, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# written, then made unreadable to its owner too (chmod 000): the reopen
+# gets no fd at all, even to read
+shutil.copyfile(src + "/z", mnt + "/z")
+os.chmod(mnt + "/z", 0)
 for i in range(1, n + 1):
     data = open("%s/f%d" % (src, i), "rb").read()
     if i % 2:
@@ -80,4 +86,6 @@ for i in $(seq $N); do
 	cmp -s "$D/src/f$i" "$D/back/f$i" || fail "f$i is not whole in the backing directory"
 	[ "$(stat -c %a "$D/back/f$i")" = 444 ] || fail "f$i is mode $(stat -c %a "$D/back/f$i") on disk, not 444"
 done
-say "ok: $N read-only files whole on disk, still mode 444"
+cmp -s "$D/src/z" "$D/back/z" || fail "z (chmod 000) is not whole in the backing directory"
+[ "$(stat -c %a "$D/back/z")" = 0 ] || fail "z is mode $(stat -c %a "$D/back/z") on disk, not 000"
+say "ok: $N read-only files and one of mode 000 whole on disk, their modes kept"
