@@ -44,6 +44,11 @@ static void lru_unlink(struct zr_fs *fs, struct zr_inode *ino);
  * kept in the tier, from where it could never be written back. Found by
  * growing an unnamed temporary file with ftruncate(2), which checks the
  * same limit as write(2): a binary search, no data written.
+ * Without O_TMPFILE (vfat, NFS) a named file would do, but vfat has no
+ * holes: each step of the search would write zeros up to its size. Its
+ * limit, 4 GiB - 1, is known instead (helper-30's review: files past it
+ * were taken into the tier, and their writeback failed with EFBIG for
+ * ever).
  * @return the size, or UINT64_MAX when there is no limit below the VFS's or
  * it cannot be probed (no O_TMPFILE, a read-only backing directory).
  */
@@ -51,9 +56,13 @@ static uint64_t probe_max_file_size(int dirfd)
 {
 	uint64_t lo = 0, hi = INT64_MAX;	/* lo is taken, hi is refused */
 	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	struct statfs sfs;
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (fstatfs(dirfd, &sfs) == 0 && (long)sfs.f_type == MSDOS_SUPER_MAGIC)
+			return 0xffffffffull;
 		return UINT64_MAX;
+	}
 	if (ftruncate(fd, (off_t)hi) == 0) {
 		close(fd);
 		return UINT64_MAX;
