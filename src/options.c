@@ -397,7 +397,7 @@ static int zr_options_check(struct parse_ctx *pc)
 		unsigned n;
 
 		if (parse_uint_pct(o->max_fds_str, 16, 1000000, &n) || strchr(o->max_fds_str, '%'))
-			return bad(pc, "invalid value '%s' for max_fds: expected a count, 16 or more%s",
+			return bad(pc, "invalid value '%s' for max_fds: expected a count, 16..1000000%s",
 				   o->max_fds_str, "");
 		o->max_fds = n;
 	}
@@ -550,7 +550,7 @@ void zr_options_help(const char *prog)
 	       "    -o cold_level=N        level of cold_comp (zstd 3)\n"
 	       "    -o block_size=SIZE     block size, power of two 4k..128k (64k)\n"
 	       "    -o min_saving=N        bytes (or N%% of a block) a block must save to be kept\n"
-	       "                           compressed, else it is stored raw (12%% = block/8)\n"
+	       "                           compressed, else it is stored raw (block/8)\n"
 	       "    -o policy=P            what leaves RAM first: adaptive|lru (adaptive)\n"
 	       "    -o dirty_expire=TIME   age after which dirty data is written back: ms/s/m (30s)\n"
 	       "    -o seq_cutoff=SIZE     sequential streams longer than this bypass the tier,\n"
