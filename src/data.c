@@ -409,13 +409,16 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
  * once that fd has left the cache the reopen for writing gets EACCES; every
  * writeback of their blocks then failed (EBADF, reported as EROFS), the
  * unmount's for ever (helper-24's review). The owner adds S_IWUSR for the
- * open and puts the mode back unless it changed meanwhile (a chmod through
- * the mount wins); for that moment a GETATTR may see the write bit. Only
- * for writebacks: a reopen to read is not worth a mode change (and a new
- * ctime) every time (helper-26's review of the first version, which did
- * it in every reopen). @return a new fd the caller closes, or -1: @fd will
- * do (writable already), or it cannot be made writable so (not the
- * owner's, or root's daemon: the write then fails as before).
+ * open and puts the mode back unless it changed meanwhile, under mode_lock
+ * (a chmod through the mount takes it too); for that moment a GETATTR may
+ * see the write bit. A file that has S_IWUSR again (chmod u+w after the
+ * read-only fd was cached; helper-32's review) is opened for writing
+ * without a change. Only for writebacks: a reopen to read is not worth a
+ * mode change (and a new ctime) every time (helper-26's review of the
+ * first version, which did it in every reopen). @return a new fd the
+ * caller closes, or -1: @fd will do (writable already), or it cannot be
+ * made writable so (not the owner's, or root's daemon: the write then
+ * fails as before).
  */
 static int owner_writable_fd(struct zr_fs *fs, int fd)
 {
@@ -429,18 +432,25 @@ static int owner_writable_fd(struct zr_fs *fs, int fd)
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || (fl & O_PATH))
 		return -1;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & S_IWUSR))
-		return -1;
-	mode = st.st_mode & 07777;
-	if (fchmod(fd, mode | S_IWUSR) < 0)
-		return -1;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	wfd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (mode | S_IWUSR) &&
-	    fchmod(fd, mode) < 0)
-		zr_log(ZR_LOG_WARNING, "cannot make inode %llu read-only again after opening it to write its data back: %s",
-		       (unsigned long long)st.st_ino, strerror(errno));
+	pthread_mutex_lock(&fs->mode_lock);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		pthread_mutex_unlock(&fs->mode_lock);
+		return -1;
+	}
+	mode = st.st_mode & 07777;
+	if (mode & S_IWUSR) {
+		wfd = open(path, O_WRONLY | O_CLOEXEC);
+	} else if (fchmod(fd, mode | S_IWUSR) < 0) {
+		wfd = -1;
+	} else {
+		wfd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (mode | S_IWUSR) &&
+		    fchmod(fd, mode) < 0)
+			zr_log(ZR_LOG_WARNING, "cannot make inode %llu read-only again after opening it to write its data back: %s",
+			       (unsigned long long)st.st_ino, strerror(errno));
+	}
+	pthread_mutex_unlock(&fs->mode_lock);
 	return wfd;
 }
 

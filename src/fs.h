@@ -262,6 +262,11 @@ struct zr_fs {
 
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
+	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
+					 * chmod through the mount, and the owner's
+					 * temporary u+r or u+w of an unprivileged
+					 * daemon (inode.c: owner_open(), data.c:
+					 * owner_writable_fd()); takes no other lock */
 
 	pthread_mutex_t fd_lock;
 	struct zr_inode *lru_head, *lru_tail; /* fd_lock: inodes with an idle fd */
@@ -429,6 +434,7 @@ void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd);
 int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone);
 int zr_fd_get_nowait(struct zr_fs *fs, struct zr_inode *ino);
+int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd);
 bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int flags);
 
 /* data.c */

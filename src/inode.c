@@ -568,6 +568,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
+	pthread_mutex_init(&fs->mode_lock, NULL);
 	pthread_mutex_init(&fs->fd_lock, NULL);
 	pthread_mutex_init(&fs->dirh_lock, NULL);
 	pthread_mutex_init(&fs->wb_lock, NULL);
@@ -1234,41 +1235,49 @@ bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int f
 enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
 
 /*
- * Open (@pfd, @name) read-only for a daemon not run by root whose user owns
- * the file but took its own read permission away (chmod 000 after writing
+ * Open (@pfd, @name) for a daemon not run by root whose user owns the file
+ * but took its own read permission away (chmod 000, or 0200, after writing
  * it): its dirty blocks could never be written back, and the unmount's
  * final writeback retried for ever (stop 43's note). The name is opened
  * O_PATH, which needs no permission, checked to be a regular file the
- * daemon's user owns, given S_IRUSR for the open (through /proc/self/fd)
- * and its mode put back unless it changed meanwhile; writeback then makes
- * the fd writable as for a file without S_IWUSR (data.c,
- * owner_writable_fd()). A GETATTR may see the read bit for that moment,
- * and the ctime changes: only files unreadable to their owner pay it.
+ * daemon's user owns, given S_IRUSR for the open (through /proc/self/fd),
+ * and its mode put back unless it changed meanwhile, all under mode_lock
+ * (a chmod through the mount takes it too, so that neither undoes the
+ * other). The fd is read-write when the owner has S_IWUSR, else read-only:
+ * writeback then makes a writable one (data.c, owner_writable_fd()). A
+ * GETATTR may see the read bit for that moment, and the ctime changes:
+ * only files unreadable to their owner pay it. Not on a read-only mount.
  * @return an fd the caller owns, or -EACCES.
  */
-static int owner_open(int pfd, const char *name)
+static int owner_open(struct zr_fs *fs, int pfd, const char *name)
 {
 	char path[32];
-	struct stat st;
+	struct stat st, now;
+	mode_t mode;
 	int pathfd, fd = -1;
 
-	if (geteuid() == 0)
+	if (geteuid() == 0 || fs->read_only)
 		return -EACCES;	/* (root needed no such help) */
 	pathfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (pathfd < 0)
 		return -EACCES;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", pathfd);
+	pthread_mutex_lock(&fs->mode_lock);
 	if (fstat(pathfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    !(st.st_mode & S_IRUSR) && chmod(path, (st.st_mode & 07777) | S_IRUSR) == 0) {
-		struct stat now;
-
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fstat(pathfd, &now) == 0 &&
-		    (now.st_mode & 07777) == ((st.st_mode & 07777) | S_IRUSR) &&
-		    chmod(path, st.st_mode & 07777) < 0)
-			zr_log(ZR_LOG_WARNING, "cannot take the read bit back from inode %llu after opening it for its owner: %s",
-			       (unsigned long long)st.st_ino, strerror(errno));
+	    !(st.st_mode & S_IRUSR)) {
+		mode = st.st_mode & 07777;
+		if (chmod(path, mode | S_IRUSR) == 0) {
+			if (mode & S_IWUSR)
+				fd = open(path, O_RDWR | O_CLOEXEC);
+			if (fd < 0)
+				fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fstat(pathfd, &now) == 0 && (now.st_mode & 07777) == (mode | S_IRUSR) &&
+			    chmod(path, mode) < 0)
+				zr_log(ZR_LOG_WARNING, "cannot take the read bit back from inode %llu after opening it for its owner: %s",
+				       (unsigned long long)st.st_ino, strerror(errno));
+		}
 	}
+	pthread_mutex_unlock(&fs->mode_lock);
 	close(pathfd);
 	return fd >= 0 ? fd : -EACCES;
 }
@@ -1309,7 +1318,7 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
 	rc = -errno;
 	if (fd < 0 && rc == -EACCES && !(flags & O_PATH) &&
 	    !(flags & O_DIRECTORY)) {
-		fd = owner_open(pfd, name);
+		fd = owner_open(fs, pfd, name);
 		rc = fd < 0 ? fd : 0;
 	}
 	zr_fd_put(fs, parent);
@@ -1453,6 +1462,45 @@ static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd)
 	fd_trim(fs);
 	pthread_mutex_unlock(&fs->fd_lock);
 	return fd;
+}
+
+/**
+ * zr_fd_make_writable() - @fd, @ino's cached fd (pinned by the caller), may
+ * have been opened read-only, the file not being writable then (0444 for an
+ * unprivileged daemon, an immutable file): open it for writing again, as a
+ * chmod u+w or chattr -i since then lets a writer's open succeed on a local
+ * filesystem (helper-32's review: the fd stayed read-only, and such opens
+ * got EACCES until it left the cache). The file reached through
+ * /proc/self/fd/N is the same; the fd number stays and its file becomes the
+ * read-write one (dup3), so the fd's other users go on.
+ * @return 0 when @fd is writable now, or -errno of the open.
+ */
+int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	char path[32];
+	int wfd, rc = 0;
+
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd != fd || ino->fd_flags != O_RDONLY) {
+		rc = ino->fd == fd ? 0 : -EBADF;	/* (cannot be: @fd is pinned) */
+		pthread_mutex_unlock(&fs->fd_lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	wfd = open(path, O_RDWR | O_CLOEXEC);
+	if (wfd < 0)
+		return -errno;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (ino->fd == fd && ino->fd_flags == O_RDONLY) {
+		if (dup3(wfd, fd, O_CLOEXEC) < 0)
+			rc = -errno;
+		else
+			ino->fd_flags = O_RDWR;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	close(wfd);
+	return rc;
 }
 
 /**

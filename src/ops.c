@@ -550,12 +550,18 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			goto out_at;
 	}
 	if (valid & FUSE_SET_ATTR_MODE) {
-		if (S_ISLNK(in->type))
+		if (S_ISLNK(in->type)) {
 			rc = -EOPNOTSUPP;
-		else if (at.opath)
-			rc = chmod_opath(at.dirfd, attr->st_mode & 07777);
-		else
-			rc = fchmod(at.dirfd, attr->st_mode & 07777) < 0 ? -errno : 0;
+		} else {
+			/* (not between an owner's temporary u+r or u+w and
+			 * its undoing, which would undo this chmod) */
+			pthread_mutex_lock(&fs->mode_lock);
+			if (at.opath)
+				rc = chmod_opath(at.dirfd, attr->st_mode & 07777);
+			else
+				rc = fchmod(at.dirfd, attr->st_mode & 07777) < 0 ? -errno : 0;
+			pthread_mutex_unlock(&fs->mode_lock);
+		}
 		if (rc < 0)
 			goto out_at;
 	}
@@ -1297,9 +1303,10 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (fd < 0) {
 		rc = fd;
 	} else {
-		if ((fi->flags & O_ACCMODE) != O_RDONLY && in->fd_flags == O_RDONLY)
-			rc = -EACCES;
-		else
+		/* (read-only when the file was not writable at the reopen) */
+		if ((fi->flags & O_ACCMODE) != O_RDONLY && S_ISREG(in->type))
+			rc = zr_fd_make_writable(fs, in, fd);
+		if (rc == 0)
 			rc = zr_data_attach(fs, in, fd, false);
 		/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
 		if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))

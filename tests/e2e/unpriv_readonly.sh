@@ -9,7 +9,8 @@
 # `writeback all` and `zramfsctl umount` by that user (which unmounts
 # through fusermount3: umount(2) is root's), every file is whole in the
 # backing directory and still mode 444; so is a file made mode 000 (the
-# reopen got no fd at all: it is opened with u+r for that moment).
+# reopen got no fd at all: it is opened with u+r for that moment), one of
+# mode 200, and one made writable again after its read-only fd was cached.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -42,6 +43,8 @@ chmod 755 "$ZR_TMP/as_user_zramfs"
 N=40
 for i in $(seq $N); do head -c $((20000 + i * 977)) /dev/urandom >"$D/src/f$i"; done
 head -c 30000 /dev/urandom >"$D/src/z"
+head -c 30000 /dev/urandom >"$D/src/w"
+head -c 30000 /dev/urandom >"$D/src/a"
 chown -R "$U:$G" "$D"
 
 ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "max_fds=16,dirty_expire=1h,seq_cutoff=0" "$D/back" "$D/mnt"
@@ -54,6 +57,22 @@ src, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 # gets no fd at all, even to read
 shutil.copyfile(src + "/z", mnt + "/z")
 os.chmod(mnt + "/z", 0)
+# write-only to its owner (0200): opened with u+r, it must be opened for
+# writing too
+shutil.copyfile(src + "/w", mnt + "/w")
+os.chmod(mnt + "/w", 0o200)
+# made read-only, its fd pushed out and reopened read-only (a read), then
+# writable again and appended to: the writeback must not use that fd
+data = open(src + "/a", "rb").read()
+with open(mnt + "/a", "wb") as f:
+    f.write(data[:20000])
+os.chmod(mnt + "/a", 0o444)
+for i in range(20):
+    open("%s/pad%d" % (mnt, i), "w").close()
+open(mnt + "/a", "rb").read()
+os.chmod(mnt + "/a", 0o644)
+with open(mnt + "/a", "ab") as f:
+    f.write(data[20000:])
 for i in range(1, n + 1):
     data = open("%s/f%d" % (src, i), "rb").read()
     if i % 2:
@@ -88,4 +107,7 @@ for i in $(seq $N); do
 done
 cmp -s "$D/src/z" "$D/back/z" || fail "z (chmod 000) is not whole in the backing directory"
 [ "$(stat -c %a "$D/back/z")" = 0 ] || fail "z is mode $(stat -c %a "$D/back/z") on disk, not 000"
-say "ok: $N read-only files and one of mode 000 whole on disk, their modes kept"
+cmp -s "$D/src/w" "$D/back/w" || fail "w (chmod 200) is not whole in the backing directory"
+[ "$(stat -c %a "$D/back/w")" = 200 ] || fail "w is mode $(stat -c %a "$D/back/w") on disk, not 200"
+cmp -s "$D/src/a" "$D/back/a" || fail "a (0444, then 0644 and appended to) is not whole in the backing directory"
+say "ok: $N read-only files, one of mode 000, one of 200 and one made writable again whole on disk, their modes kept"
