@@ -752,10 +752,12 @@ static int caller_may_open(fuse_req_t req, const struct stat *st, int flags)
  * directory inherits) is put back, less a setgid bit on a file the caller
  * could not have set (not in the file's group), as a local filesystem does.
  * @out: when not NULL, receives the entry's stat if nothing changed it
- * (*@have tells), saving the caller a lookup.
+ * (*@have tells), saving the caller a lookup. @fd: the new file's fd (a
+ * CREATE), whose stat is taken instead of the name's, so that a file put
+ * under the name behind zramfs's back is not the one given (ESTALE), or -1.
  */
-static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_link,
-			  struct stat *out, bool *have)
+static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
+			  bool is_link, struct stat *out, bool *have)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat pst, st;
@@ -769,7 +771,7 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, bool is_lin
 		return 0;	/* an unprivileged daemon creates as itself */
 	if (fstat(pfd, &pst) == 0 && (pst.st_mode & S_ISGID))
 		gid = pst.st_gid;
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if ((fd_new >= 0 ? fstat(fd_new, &st) : fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
 		return -errno;
 	mode = st.st_mode & 07777;
 	if (S_ISREG(st.st_mode) && (mode & S_ISGID) && ctx->uid != 0 &&
@@ -840,7 +842,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = mknodat(pfd, name, mode, rdev);
 	rc = rc < 0 ? -errno : 0;
 	if (rc == 0) {
-		rc = give_to_caller(req, pfd, name, link != NULL, NULL, NULL);
+		rc = give_to_caller(req, pfd, name, -1, link != NULL, NULL, NULL);
 		if (rc)
 			undo_create(pfd, name, S_ISDIR(mode), -1);
 	}
@@ -1366,7 +1368,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * did not check its permissions (it thought the name free) */
 	have_st = false;
 	if (created) {
-		rc = give_to_caller(req, pfd, name, false, &st, &have_st);
+		rc = give_to_caller(req, pfd, name, fd, false, &st, &have_st);
 		if (rc)
 			undo_create(pfd, name, false, fd);
 	} else if (fs->opt->default_permissions)
