@@ -707,7 +707,7 @@ static void print_json(const struct zr_mount *m, size_t n)
 /**
  * send_command() - write @cmd (and a newline, as echo does) to the control
  * file of @mnt in one write. Prints the problem itself.
- * @return 0 or -errno (-ENOTCONN: the mount's daemon is gone).
+ * @return 0 or -errno.
  */
 static int send_command(const char *mnt, const char *cmd)
 {

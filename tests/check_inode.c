@@ -11,6 +11,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,6 +81,17 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Whether a lookup holds a reference to @a besides the test's own. */
+static bool waiting(struct zr_fs *fs, struct zr_inode *a)
+{
+	bool w;
+
+	pthread_mutex_lock(&fs->itable_lock);
+	w = a->refs > 1;
+	pthread_mutex_unlock(&fs->itable_lock);
+	return w;
+}
+
 /* Remove file 5 (the removal failing unless @gone) while another thread
  * looks number 5 up: @return what the lookup found, the old inode in *@old. */
 static struct zr_inode *race(struct zr_fs *fs, bool gone, struct zr_inode **old)
@@ -94,10 +106,15 @@ static struct zr_inode *race(struct zr_fs *fs, bool gone, struct zr_inode **old)
 	ck_assert(zr_inode_removing(fs, a));
 	ck_assert(!zr_inode_removing(fs, a));	/* out of the table already */
 	ck_assert_int_eq(pthread_create(&t, NULL, look, &l), 0);
-	sleep_ms(200);
-	/* the lookup waits for the removal: it must not make an inode for
-	 * a number whose file may still be there */
+	/* the lookup finds the removal (it takes a reference to wait on
+	 * the inode's lock: 10 s at most for it to get there, on a loaded
+	 * machine), and waits: it must not make an inode for a number
+	 * whose file may still be there */
+	for (int i = 0; i < 1000 && !waiting(fs, a) && !__atomic_load_n(&l.done, __ATOMIC_ACQUIRE); i++)
+		sleep_ms(10);
+	sleep_ms(50);
 	ck_assert_int_eq(__atomic_load_n(&l.done, __ATOMIC_ACQUIRE), 0);
+	ck_assert(waiting(fs, a));
 	ck_assert_ptr_null(fs->inodes);
 	zr_inode_removed(fs, a, gone);
 	pthread_rwlock_unlock(&a->lock);

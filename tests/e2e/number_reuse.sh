@@ -132,13 +132,13 @@ def race(setup):
 
 for setup in (closed_unlink, orphan_close):
     # ext4 may give the number to another file first (this test's own,
-    # any process's): up to 5 rounds
-    for r in range(5):
+    # any process's): up to 10 rounds
+    for r in range(10):
         p = race(setup)
         if p:
             break
     else:
-        print("%s: no new file got the removed one's number in 5 rounds: not tested" % setup.__name__)
+        print("%s: no new file got the removed one's number in 10 rounds: not tested" % setup.__name__)
         sys.exit(1)
     size = os.stat(p).st_size
     data = open(p, "rb").read()
