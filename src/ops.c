@@ -752,12 +752,14 @@ static int caller_may_open(fuse_req_t req, const struct stat *st, int flags)
  * directory inherits) is put back, less a setgid bit on a file the caller
  * could not have set (not in the file's group), as a local filesystem does.
  * @out: when not NULL, receives the entry's stat if nothing changed it
- * (*@have tells), saving the caller a lookup. @fd: the new file's fd (a
- * CREATE), whose stat is taken instead of the name's, so that a file put
- * under the name behind zramfs's back is not the one given (ESTALE), or -1.
+ * (*@have tells), saving the caller a lookup. @fd_new: the new file's fd
+ * (a CREATE), whose stat is taken instead of the name's, or -1. @type: the
+ * S_IFMT of what the request made. @return 0 or -errno: -ESTALE when the
+ * name holds another file than the one made (put there behind zramfs's
+ * back), which is then not touched.
  */
 static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
-			  bool is_link, struct stat *out, bool *have)
+			  mode_t type, struct stat *out, bool *have)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct stat pst, st;
@@ -773,6 +775,14 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 		gid = pst.st_gid;
 	if ((fd_new >= 0 ? fstat(fd_new, &st) : fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW)) < 0)
 		return -errno;
+	/* a node is known by its name only: the one this request made is
+	 * ours (the daemon's uid), of its type, with one link (helper-33's
+	 * review: a file of another user's, set-user-ID, renamed over the
+	 * name behind zramfs's back before this stat, was made root's with
+	 * its set-id bits put back) */
+	if (st.st_uid != geteuid() || (st.st_mode & S_IFMT) != (type & S_IFMT) ||
+	    (!S_ISDIR(type) && st.st_nlink != 1))
+		return -ESTALE;
 	mode = st.st_mode & 07777;
 	if (S_ISREG(st.st_mode) && (mode & S_ISGID) && ctx->uid != 0 &&
 	    !caller_in_group(req, gid))
@@ -790,7 +800,7 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 		return fd;
 	if (fchownat(fd, "", ctx->uid, gid, AT_EMPTY_PATH) < 0)
 		rc = -errno;
-	else if (!is_link && (st.st_mode & 07000))
+	else if (!S_ISLNK(type) && (st.st_mode & 07000))
 		rc = chmod_opath(fd, mode);
 	close(fd);
 	return rc;
@@ -842,8 +852,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = mknodat(pfd, name, mode, rdev);
 	rc = rc < 0 ? -errno : 0;
 	if (rc == 0) {
-		rc = give_to_caller(req, pfd, name, -1, link != NULL, NULL, NULL);
-		if (rc)
+		rc = give_to_caller(req, pfd, name, -1, link ? S_IFLNK : mode, NULL, NULL);
+		/* (ESTALE: the name holds another file now, not ours) */
+		if (rc && rc != -ESTALE)
 			undo_create(pfd, name, S_ISDIR(mode), -1);
 	}
 	if (rc == 0)
@@ -1368,15 +1379,18 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * did not check its permissions (it thought the name free) */
 	have_st = false;
 	if (created) {
-		rc = give_to_caller(req, pfd, name, fd, false, &st, &have_st);
+		rc = give_to_caller(req, pfd, name, fd, S_IFREG, &st, &have_st);
 		if (rc)
 			undo_create(pfd, name, false, fd);
 	} else if (fs->opt->default_permissions)
 		rc = fstat(fd, &st) < 0 ? -errno : caller_may_open(req, &st, fi->flags);
 	else
 		rc = 0;
+	/* the file this fd holds, not whatever the name holds by now */
+	if (rc == 0 && !have_st)
+		rc = fstat(fd, &st) < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = do_lookup_stat(fs, p, pfd, name, have_st ? &st : NULL, &e);
+		rc = do_lookup_stat(fs, p, pfd, name, &st, &e);
 	zr_fd_put(fs, p);
 	if (rc) {
 		close(fd);

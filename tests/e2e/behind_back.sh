@@ -298,3 +298,30 @@ st=$(stat -c "%u:%g %Y" "$SB/fifo2")
 	fail "a setxattr of the FIFO reached the file renamed in its place"
 ! echo "$out" | grep -q " ok$" || fail "a change succeeded on a name that holds another file now: $out"
 zr_umount
+
+say "another user's set-user-ID file renamed over a symlink being made: not given to root"
+# (zr_fault.so holds the daemon 1.5 s between its symlinkat and the giving
+# of the new node to the caller, root here: the daemon knew the node by
+# its name only, made whatever file it held root's, and put its set-id
+# bits back)
+FAULT=$(zr_helper zr_fault.so)
+PB=$ZR_TMP/plantback
+mkdir -p "$PB"
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=planted ZR_FAULT_MAKE_DELAY_MS=1500 \
+	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 zr_mount "" "$PB" "$M"
+cp /bin/true "$ZR_TMP/suid"
+chown 65534:65534 "$ZR_TMP/suid"
+chmod 4755 "$ZR_TMP/suid"
+touch "$ZR_TMP/armed"
+ln -s target "$ZR_MNT/planted" 2>"$ZR_TMP/ln.err" &
+lnpid=$!
+sleep 0.5
+[ ! -e "$ZR_TMP/armed" ] || { wait "$lnpid"; fail "the daemon's symlinkat was not held"; }
+mv "$ZR_TMP/suid" "$PB/planted" || fail "cannot rename the file over the symlink"
+lnrc=0
+wait "$lnpid" || lnrc=$?
+say "ln -s: exit $lnrc $(cat "$ZR_TMP/ln.err")"
+st=$(stat -c "%u:%g %a" "$PB/planted")
+[ "$st" = "65534:65534 4755" ] ||
+	fail "the file renamed over the new symlink is now $st: made root's (mknod put its set-id bits back too)"
+zr_umount

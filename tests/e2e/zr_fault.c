@@ -36,7 +36,10 @@
  * patterns, separated by '|', of ZR_FAULT_REMOVE_NAME when that is set)
  * disarms, makes the call, and then sleeps N ms before it returns: a
  * window after the backing filesystem freed the removed file's inode
- * number, in which a new file may get it.
+ * number, in which a new file may get it. With ZR_FAULT_MAKE_DELAY_MS=N,
+ * the first symlinkat(2) while armed of a name whose last component is
+ * ZR_FAULT_NAME does the same: a window between the daemon's making of a
+ * node and its giving it to the caller.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -369,6 +372,43 @@ int unlinkat(int dirfd, const char *path, int flags)
 	if (!remove_delayed(path, &ms))
 		return real(dirfd, path, flags);
 	rc = real(dirfd, path, flags);
+	e = errno;
+	sleep_ms(ms);
+	errno = e;
+	return rc;
+}
+
+/* Whether @path is ZR_FAULT_NAME while armed with ZR_FAULT_MAKE_DELAY_MS,
+ * disarming if so: the first such call. */
+static bool make_delayed(const char *path, long *ms)
+{
+	const char *ms_s = getenv("ZR_FAULT_MAKE_DELAY_MS");
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	if (!ms_s || !armed || !name || strcmp(base, name) != 0 || unlink(armed) != 0)
+		return false;
+	*ms = atol(ms_s);
+	return true;
+}
+
+typedef int (*symlinkat_fn)(const char *, int, const char *);
+
+int symlinkat(const char *target, int dirfd, const char *path)
+{
+	symlinkat_fn real = (symlinkat_fn)dlsym(RTLD_NEXT, "symlinkat");
+	long ms;
+	int rc, e;
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!make_delayed(path, &ms))
+		return real(target, dirfd, path);
+	rc = real(target, dirfd, path);
 	e = errno;
 	sleep_ms(ms);
 	errno = e;
