@@ -402,59 +402,6 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 }
 
 /*
- * A writable fd for a writeback through @fd, the file's cached fd, when
- * that is read-only because the daemon runs unprivileged and its user made
- * the file read-only: git's objects are created 0444 through a writable
- * descriptor (so are `install -m 444`'s copies before their chmod), and
- * once that fd has left the cache the reopen for writing gets EACCES; every
- * writeback of their blocks then failed (EBADF, reported as EROFS), the
- * unmount's for ever (helper-24's review). The owner adds S_IWUSR for the
- * open and puts the mode back unless it changed meanwhile, under mode_lock
- * (a chmod through the mount takes it too); for that moment a GETATTR may
- * see the write bit. A file that has S_IWUSR again (chmod u+w after the
- * read-only fd was cached; helper-32's review) is opened for writing
- * without a change. Only for writebacks: a reopen to read is not worth a
- * mode change (and a new ctime) every time (helper-26's review of the
- * first version, which did it in every reopen). @return a new fd the
- * caller closes, or -1: @fd will do (writable already), or it cannot be
- * made writable so (not the owner's, or root's daemon: the write then
- * fails as before).
- */
-static int owner_writable_fd(struct zr_fs *fs, int fd)
-{
-	char path[32];
-	struct stat st;
-	mode_t mode;
-	int fl, wfd;
-
-	if (fs->read_only || geteuid() == 0)
-		return -1;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || (fl & O_ACCMODE) != O_RDONLY || (fl & O_PATH))
-		return -1;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	pthread_mutex_lock(&fs->mode_lock);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-		pthread_mutex_unlock(&fs->mode_lock);
-		return -1;
-	}
-	mode = st.st_mode & 07777;
-	if (mode & S_IWUSR) {
-		wfd = open(path, O_WRONLY | O_CLOEXEC);
-	} else if (fchmod(fd, mode | S_IWUSR) < 0) {
-		wfd = -1;
-	} else {
-		wfd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (mode | S_IWUSR) &&
-		    fchmod(fd, mode) < 0)
-			zr_log(ZR_LOG_WARNING, "cannot make inode %llu read-only again after opening it to write its data back: %s",
-			       (unsigned long long)st.st_ino, strerror(errno));
-	}
-	pthread_mutex_unlock(&fs->mode_lock);
-	return wfd;
-}
-
-/*
  * The store's writeback callback: write @nblocks blocks of file @owner from
  * @buf, clipped to the cached size, then stamp the cached mtime so that make
  * and friends see the time of the write, not of the writeback.
@@ -469,7 +416,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	uint64_t start = index * fs->bs, size = load_size(ino), len;
 	struct timespec ts[2];
 	bool stamp;
-	int fd, wfd, rc;
+	int fd, rc;
 
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
@@ -479,23 +426,22 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 		return rc;
 	if (fd < 0)
 		return 0;	/* removed behind our back: nowhere to go */
-	wfd = owner_writable_fd(fs, fd);
+	/* (read-only when the file was not writable at the reopen: the
+	 * owner's 0444, for an unprivileged daemon; a failure stays EBADF) */
+	(void)zr_fd_make_writable(fs, ino, fd);
 	{
-		int w = wfd >= 0 ? wfd : fd;
 		struct stat st;
 
 		/* zeros at or past the backing end: extend the file (a hole)
 		 * instead of writing them */
-		if (all_zero(buf, len) && fstat(w, &st) == 0 &&
+		if (all_zero(buf, len) && fstat(fd, &st) == 0 &&
 		    (uint64_t)st.st_size <= start) {
-			rc = ftruncate(w, (off_t)(start + len)) < 0 ? -errno : 0;
+			rc = ftruncate(fd, (off_t)(start + len)) < 0 ? -errno : 0;
 			len = 0;
 		} else {
-			rc = full_pwrite(w, buf, len, (off_t)start);
+			rc = full_pwrite(fd, buf, len, (off_t)start);
 		}
 	}
-	if (wfd >= 0)
-		close(wfd);
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, start + ZR_MIN((uint64_t)nblocks * fs->bs, size - start));

@@ -265,8 +265,8 @@ struct zr_fs {
 	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
 					 * chmod through the mount, and the owner's
 					 * temporary u+r or u+w of an unprivileged
-					 * daemon (inode.c: owner_open(), data.c:
-					 * owner_writable_fd()); takes no other lock */
+					 * daemon (inode.c: owner_reopen()); takes
+					 * no other lock */
 
 	pthread_mutex_t fd_lock;
 	struct zr_inode *lru_head, *lru_tail; /* fd_lock: inodes with an idle fd */

@@ -1235,51 +1235,61 @@ bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int f
 enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
 
 /*
- * Open (@pfd, @name) for a daemon not run by root whose user owns the file
- * but took its own read permission away (chmod 000, or 0200, after writing
- * it): its dirty blocks could never be written back, and the unmount's
- * final writeback retried for ever (stop 43's note). The name is opened
- * O_PATH, which needs no permission, checked to be a regular file the
- * daemon's user owns, given S_IRUSR for the open (through /proc/self/fd),
- * and its mode put back unless it changed meanwhile, all under mode_lock
- * (a chmod through the mount takes it too, so that neither undoes the
- * other). The fd is read-write when the owner has S_IWUSR, else read-only:
- * writeback then makes a writable one (data.c, owner_writable_fd()). A
- * GETATTR may see the read bit for that moment, and the ctime changes:
- * only files unreadable to their owner pay it. Not on a read-only mount.
- * @return an fd the caller owns, or -EACCES.
+ * Open the file that @fd holds (any fd of it, O_PATH too) with @flags,
+ * through /proc/self/fd, for a daemon not run by root whose user owns the
+ * file but took away some of the permission @bits (S_IRUSR, S_IWUSR) that
+ * the open needs: git creates its objects 0444 through a writable fd, and
+ * `install -m 444` chmods its copies, so once the fd from the create had
+ * left the cache the reopen for writing got EACCES, and every writeback
+ * failed (EBADF, reported as EROFS), the unmount's for ever (helper-24's
+ * review); a file made 000 or 0200 gave no fd at all (stop 43's note). The
+ * missing bits are added for the open, and the mode put back unless it
+ * changed meanwhile, all under mode_lock (a chmod through the mount takes
+ * it too, so that neither undoes the other). For that moment a GETATTR
+ * may see the bits, and the ctime changes: only such files pay it, once
+ * per reopen that needs it (helper-26's review of a version that did it at
+ * every reopen, even to read a 0444 file, which needs no change).
+ * @return an fd the caller owns, or -EACCES (not a regular file the
+ * daemon's user owns, a root daemon, a read-only mount).
  */
-static int owner_open(struct zr_fs *fs, int pfd, const char *name)
+static int owner_reopen(struct zr_fs *fs, int fd, mode_t bits, int flags)
 {
 	char path[32];
 	struct stat st, now;
 	mode_t mode;
-	int pathfd, fd = -1;
+	int nfd = -1;
 
 	if (geteuid() == 0 || fs->read_only)
-		return -EACCES;	/* (root needed no such help) */
-	pathfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (pathfd < 0)
-		return -EACCES;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", pathfd);
+		return -EACCES;	/* (root needs no such help) */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	pthread_mutex_lock(&fs->mode_lock);
-	if (fstat(pathfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    !(st.st_mode & S_IRUSR)) {
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    (st.st_mode & bits) != bits) {
 		mode = st.st_mode & 07777;
-		if (chmod(path, mode | S_IRUSR) == 0) {
-			if (mode & S_IWUSR)
-				fd = open(path, O_RDWR | O_CLOEXEC);
-			if (fd < 0)
-				fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fstat(pathfd, &now) == 0 && (now.st_mode & 07777) == (mode | S_IRUSR) &&
+		if (chmod(path, mode | bits) == 0) {
+			nfd = open(path, flags | O_CLOEXEC);
+			if (fstat(fd, &now) == 0 && (now.st_mode & 07777) == (mode | bits) &&
 			    chmod(path, mode) < 0)
-				zr_log(ZR_LOG_WARNING, "cannot take the read bit back from inode %llu after opening it for its owner: %s",
+				zr_log(ZR_LOG_WARNING, "cannot put the mode of inode %llu back after opening it for its owner: %s",
 				       (unsigned long long)st.st_ino, strerror(errno));
 		}
 	}
 	pthread_mutex_unlock(&fs->mode_lock);
+	return nfd >= 0 ? nfd : -EACCES;
+}
+
+/* Open (@pfd, @name) read-only when its owner, the daemon's user, took
+ * its read permission away (owner_reopen()). @return an fd or -EACCES. */
+static int owner_open(struct zr_fs *fs, int pfd, const char *name)
+{
+	int pathfd, fd;
+
+	pathfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pathfd < 0)
+		return -EACCES;
+	fd = owner_reopen(fs, pathfd, S_IRUSR, O_RDONLY);
 	close(pathfd);
-	return fd >= 0 ? fd : -EACCES;
+	return fd;
 }
 
 /*
@@ -1467,12 +1477,15 @@ static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd)
 /**
  * zr_fd_make_writable() - @fd, @ino's cached fd (pinned by the caller), may
  * have been opened read-only, the file not being writable then (0444 for an
- * unprivileged daemon, an immutable file): open it for writing again, as a
- * chmod u+w or chattr -i since then lets a writer's open succeed on a local
- * filesystem (helper-32's review: the fd stayed read-only, and such opens
- * got EACCES until it left the cache). The file reached through
- * /proc/self/fd/N is the same; the fd number stays and its file becomes the
- * read-write one (dup3), so the fd's other users go on.
+ * unprivileged daemon, an immutable file): open it for writing again, for
+ * an OPEN for writing (a chmod u+w or chattr -i since then lets a writer's
+ * open succeed on a local filesystem; helper-32's review: the fd stayed
+ * read-only, and such opens got EACCES until it left the cache) and for a
+ * writeback (an unprivileged daemon's writeback of a file its user made
+ * read-only, with the owner's permission added for the open:
+ * owner_reopen()). The file reached through /proc/self/fd/N is the same;
+ * the fd number stays and its file becomes the read-write one (dup3), so
+ * the fd's other users go on.
  * @return 0 when @fd is writable now, or -errno of the open.
  */
 int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd)
@@ -1489,8 +1502,12 @@ int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd)
 	pthread_mutex_unlock(&fs->fd_lock);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	wfd = open(path, O_RDWR | O_CLOEXEC);
+	if (wfd < 0 && errno == EACCES)
+		wfd = owner_reopen(fs, fd, S_IRUSR | S_IWUSR, O_RDWR);
+	else if (wfd < 0)
+		wfd = -errno;
 	if (wfd < 0)
-		return -errno;
+		return wfd;
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd == fd && ino->fd_flags == O_RDONLY) {
 		if (dup3(wfd, fd, O_CLOEXEC) < 0)
