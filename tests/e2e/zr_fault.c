@@ -313,6 +313,16 @@ int fallocate64(int fd, int mode, off64_t off, off64_t len)
 	return nopunch_fallocate("fallocate64", fd, mode, off, len);
 }
 
+/* @rc, a call's result, returned @ms ms later with the call's errno. */
+static int held(int rc, long ms)
+{
+	int e = errno;
+
+	sleep_ms(ms);
+	errno = e;
+	return rc;
+}
+
 /* Whether @base matches one of the '|'-separated fnmatch(3) @patterns. */
 static bool name_matches(const char *patterns, const char *base)
 {
@@ -363,7 +373,6 @@ int unlinkat(int dirfd, const char *path, int flags)
 {
 	unlinkat_fn real = (unlinkat_fn)dlsym(RTLD_NEXT, "unlinkat");
 	long ms;
-	int rc, e;
 
 	if (!real) {
 		errno = ENOSYS;
@@ -371,11 +380,7 @@ int unlinkat(int dirfd, const char *path, int flags)
 	}
 	if (!remove_delayed(path, &ms))
 		return real(dirfd, path, flags);
-	rc = real(dirfd, path, flags);
-	e = errno;
-	sleep_ms(ms);
-	errno = e;
-	return rc;
+	return held(real(dirfd, path, flags), ms);
 }
 
 /* Whether @path is ZR_FAULT_NAME while armed with ZR_FAULT_MAKE_DELAY_MS,
@@ -400,7 +405,6 @@ int symlinkat(const char *target, int dirfd, const char *path)
 {
 	symlinkat_fn real = (symlinkat_fn)dlsym(RTLD_NEXT, "symlinkat");
 	long ms;
-	int rc, e;
 
 	if (!real) {
 		errno = ENOSYS;
@@ -408,9 +412,5 @@ int symlinkat(const char *target, int dirfd, const char *path)
 	}
 	if (!make_delayed(path, &ms))
 		return real(target, dirfd, path);
-	rc = real(target, dirfd, path);
-	e = errno;
-	sleep_ms(ms);
-	errno = e;
-	return rc;
+	return held(real(target, dirfd, path), ms);
 }
