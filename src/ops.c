@@ -509,8 +509,6 @@ static int set_times(const struct zr_at *at, const struct timespec ts[2])
 {
 	char path[32];
 
-	if (at->name[0])
-		return utimensat(at->dirfd, at->name, ts, at->at_flags);
 	if (!at->opath)
 		return futimens(at->dirfd, ts);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", at->dirfd);
@@ -1174,11 +1172,12 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		pthread_rwlock_wrlock(&dst->lock);
 		/* (RENAME_NOREPLACE: the kernel saw no target, so this one
 		 * was made behind its back, and the call fails with EEXIST) */
-		if (!(flags & RENAME_NOREPLACE))
+		if (!(flags & RENAME_NOREPLACE)) {
 			rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink,
 					    &pinned, oname);
-		if (rc == 0 && !(flags & RENAME_NOREPLACE))
-			early = unhash_early(fs, dst, np, newname, nlink);
+			if (rc == 0)
+				early = unhash_early(fs, dst, np, newname, nlink);
+		}
 	}
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
