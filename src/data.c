@@ -1921,6 +1921,15 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		if (fd < 0)
 			return fd;
 	}
+	/* a truncate by name needs no open: the cached fd may be the
+	 * read-only one of a file made writable since (ftruncate said
+	 * EINVAL; helper-33's review) */
+	rc = zr_fd_make_writable(fs, ino, fd);
+	if (rc) {
+		if (own)
+			zr_fd_put(fs, ino);
+		return rc == -EBADF ? -EROFS : rc;
+	}
 	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
@@ -2268,6 +2277,14 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	fd = zr_fd_get(fs, in);
 	if (fd < 0) {
 		fuse_reply_err(req, -fd);
+		return;
+	}
+	/* (the cached fd may have been reopened read-only while the caller
+	 * held the file open for writing: made 0444 meanwhile) */
+	rc = zr_fd_make_writable(fs, in, fd);
+	if (rc) {
+		zr_fd_put(fs, in);
+		fuse_reply_err(req, rc == -EBADF ? EROFS : -rc);
 		return;
 	}
 	pthread_rwlock_wrlock(&in->lock);

@@ -10,7 +10,9 @@
 # through fusermount3: umount(2) is root's), every file is whole in the
 # backing directory and still mode 444; so is a file made mode 000 (the
 # reopen got no fd at all: it is opened with u+r for that moment), one of
-# mode 200, and one made writable again after its read-only fd was cached.
+# mode 200, and two made writable again after their read-only fds were
+# cached: one appended to, one truncated by name (no open, so the fd stayed
+# read-only and the truncate failed with EINVAL).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -45,6 +47,7 @@ for i in $(seq $N); do head -c $((20000 + i * 977)) /dev/urandom >"$D/src/f$i"; 
 head -c 30000 /dev/urandom >"$D/src/z"
 head -c 30000 /dev/urandom >"$D/src/w"
 head -c 30000 /dev/urandom >"$D/src/a"
+head -c 30000 /dev/urandom >"$D/src/t"
 chown -R "$U:$G" "$D"
 
 ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "max_fds=16,dirty_expire=1h,seq_cutoff=0" "$D/back" "$D/mnt"
@@ -67,12 +70,18 @@ data = open(src + "/a", "rb").read()
 with open(mnt + "/a", "wb") as f:
     f.write(data[:20000])
 os.chmod(mnt + "/a", 0o444)
+shutil.copyfile(src + "/t", mnt + "/t")
+os.chmod(mnt + "/t", 0o444)
 for i in range(20):
     open("%s/pad%d" % (mnt, i), "w").close()
 open(mnt + "/a", "rb").read()
+open(mnt + "/t", "rb").read()
 os.chmod(mnt + "/a", 0o644)
 with open(mnt + "/a", "ab") as f:
     f.write(data[20000:])
+# truncate(2) by name: no OPEN reaches the daemon
+os.chmod(mnt + "/t", 0o644)
+os.truncate(mnt + "/t", 10000)
 for i in range(1, n + 1):
     data = open("%s/f%d" % (src, i), "rb").read()
     if i % 2:
@@ -110,4 +119,6 @@ cmp -s "$D/src/z" "$D/back/z" || fail "z (chmod 000) is not whole in the backing
 cmp -s "$D/src/w" "$D/back/w" || fail "w (chmod 200) is not whole in the backing directory"
 [ "$(stat -c %a "$D/back/w")" = 200 ] || fail "w is mode $(stat -c %a "$D/back/w") on disk, not 200"
 cmp -s "$D/src/a" "$D/back/a" || fail "a (0444, then 0644 and appended to) is not whole in the backing directory"
-say "ok: $N read-only files, one of mode 000, one of 200 and one made writable again whole on disk, their modes kept"
+head -c 10000 "$D/src/t" | cmp -s - "$D/back/t" ||
+	fail "t (0444, then 0644 and truncated by name to 10000 bytes) is not so in the backing directory ($(stat -c %s "$D/back/t") bytes)"
+say "ok: $N read-only files, one of mode 000, one of 200 and two made writable again whole on disk, their modes kept"
