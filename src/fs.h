@@ -263,7 +263,8 @@ struct zr_fs {
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
 	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
-					 * chmod through the mount, and the owner's
+					 * chmod, chown or access ACL change
+					 * through the mount, and the owner's
 					 * temporary u+r or u+w of an unprivileged
 					 * daemon (inode.c: owner_reopen()); takes
 					 * no other lock */

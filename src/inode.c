@@ -1244,8 +1244,9 @@ enum zr_name_try { ZR_NAME_TRIED, ZR_NAME_NONE, ZR_NAME_PARENT, ZR_NAME_OTHER };
  * failed (EBADF, reported as EROFS), the unmount's for ever (helper-24's
  * review); a file made 000 or 0200 gave no fd at all (stop 43's note). The
  * missing bits are added for the open, and the mode put back unless it
- * changed meanwhile, all under mode_lock (a chmod through the mount takes
- * it too, so that neither undoes the other). For that moment a GETATTR
+ * changed meanwhile, all under mode_lock (a chmod, chown or access ACL
+ * change through the mount takes it too, so that neither undoes the other
+ * and a chown's clearing of set-id bits does not leave the added bits on). For that moment a GETATTR
  * may see the bits, and the ctime changes: only such files pay it, once
  * per reopen that needs it (helper-26's review of a version that did it at
  * every reopen, even to read a 0444 file, which needs no change).

@@ -567,20 +567,23 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		uid_t uid = (valid & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1;
 		gid_t gid = (valid & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1;
 
-		if (fchownat(at.dirfd, at.name, uid, gid, at.at_flags) < 0) {
-			rc = -errno;
+		/* (it clears set-id bits: under mode_lock, as chmod) */
+		pthread_mutex_lock(&fs->mode_lock);
+		rc = fchownat(at.dirfd, at.name, uid, gid, at.at_flags) < 0 ? -errno : 0;
+		pthread_mutex_unlock(&fs->mode_lock);
+		if (rc < 0)
 			goto out_at;
-		}
 	}
 	if ((valid & FUSE_SET_ATTR_CTIME) &&
 	    !(valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
 		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		/* chown(f, -1, -1): the backing filesystem updates ctime and
 		 * clears set-id bits of an executable file, as Linux does */
-		if (fchownat(at.dirfd, at.name, (uid_t)-1, (gid_t)-1, at.at_flags) < 0) {
-			rc = -errno;
+		pthread_mutex_lock(&fs->mode_lock);
+		rc = fchownat(at.dirfd, at.name, (uid_t)-1, (gid_t)-1, at.at_flags) < 0 ? -errno : 0;
+		pthread_mutex_unlock(&fs->mode_lock);
+		if (rc < 0)
 			goto out_at;
-		}
 	}
 	if (valid & FUSE_SET_ATTR_SIZE) {
 		if (!S_ISREG(in->type)) {
@@ -1942,6 +1945,16 @@ static bool no_xattr(fuse_req_t req)
 	return true;
 }
 
+/* Whether setting or removing the attribute @name changes the file's mode
+ * (an access ACL carries the permission bits): such a change takes
+ * mode_lock, as chmod does, so that it does not meet an unprivileged
+ * daemon's temporary u+r or u+w (inode.c: owner_reopen()), which would
+ * stay on the file or undo it. */
+static bool acl_sets_mode(const char *name)
+{
+	return strcmp(name, "system.posix_acl_access") == 0;
+}
+
 static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			   const char *value, size_t size, int flags)
 {
@@ -1989,6 +2002,8 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (acl_sets_mode(name))
+		pthread_mutex_lock(&fs->mode_lock);
 	if (at_own_fd(&at, in)) {
 		rc = fsetxattr(at.dirfd, name, value, size, flags) < 0 ? errno : 0;
 	} else {
@@ -1996,6 +2011,8 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		rc = (follow ? setxattr(path, name, value, size, flags) :
 		      lsetxattr(path, name, value, size, flags)) < 0 ? errno : 0;
 	}
+	if (acl_sets_mode(name))
+		pthread_mutex_unlock(&fs->mode_lock);
 	at_put(fs, &at);
 	if (rc == 0)
 		note_caps(in, name, true);
@@ -2120,12 +2137,16 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (acl_sets_mode(name))
+		pthread_mutex_lock(&fs->mode_lock);
 	if (at_own_fd(&at, in)) {
 		rc = fremovexattr(at.dirfd, name) < 0 ? errno : 0;
 	} else {
 		at_path(&at, path, sizeof(path), &follow);
 		rc = (follow ? removexattr(path, name) : lremovexattr(path, name)) < 0 ? errno : 0;
 	}
+	if (acl_sets_mode(name))
+		pthread_mutex_unlock(&fs->mode_lock);
 	at_put(fs, &at);
 	if (rc == 0)
 		note_caps(in, name, false);
