@@ -34,6 +34,7 @@ enum {
 	KEY_NO_DEFAULT_PERMS,
 	KEY_ALLOW_ROOT,
 	KEY_RO,
+	KEY_RW,
 	KEY_IGNORE,
 };
 
@@ -82,7 +83,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
 	FUSE_OPT_KEY("user", KEY_IGNORE),
 	FUSE_OPT_KEY("users", KEY_IGNORE),
-	FUSE_OPT_KEY("rw", KEY_IGNORE),
+	FUSE_OPT_KEY("rw", KEY_RW),
 	FUSE_OPT_END
 };
 
@@ -147,6 +148,11 @@ static int zr_opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_RO:
 		o->read_only = 1;
+		return 1;
+	case KEY_RW:
+		/* the last of ro and rw wins, as for mount(8) (libfuse,
+		 * handed both in order, sets the kernel's flag so) */
+		o->read_only = 0;
 		return 1;
 	case KEY_IGNORE:
 		return 0;

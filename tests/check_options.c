@@ -180,6 +180,48 @@ static const struct {
 	{ "no_default_permissions,default_permissions", "with -o default_permissions" },
 };
 
+/* -o ro and -o rw: the last one wins, in zramfs's flag and in what goes
+ * on to libfuse (which sets the kernel's read-only flag from them, in
+ * order); "-o ro,rw" stayed read-only. */
+START_TEST(test_ro_rw)
+{
+	static const struct {
+		const char *opts;
+		int ro;
+	} cases[] = { { "ro", 1 }, { "rw", 0 }, { "ro,rw", 0 }, { "rw,ro", 1 },
+		      { "ro,size=1g,rw", 0 } };
+	struct zr_options o;
+	char err[512];
+
+	for (size_t i = 0; i < ZR_ARRAY_SIZE(cases); i++) {
+		char *argv[] = { (char *)"zramfs", (char *)"-o", (char *)cases[i].opts,
+				 (char *)"/b", (char *)"/m", NULL };
+		struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
+		char all[256] = "";
+		const char *ro = NULL, *rw = NULL;
+
+		ck_assert_int_eq(zr_options_parse(5, argv, &o, &fa, err, sizeof(err)), 0);
+		ck_assert_msg(o.read_only == cases[i].ro, "-o %s: read_only %d",
+			      cases[i].opts, o.read_only);
+		/* the last "ro" or "rw" word handed on decides */
+		for (int a = 0; a < fa.argc; a++) {
+			strncat(all, ",", sizeof(all) - strlen(all) - 1);
+			strncat(all, fa.argv[a], sizeof(all) - strlen(all) - 1);
+		}
+		for (const char *p = all; (p = strstr(p, "ro")) != NULL; p++)
+			if ((p[-1] == ',' || p[-1] == 'o') && (p[2] == ',' || !p[2]))
+				ro = p;
+		for (const char *p = all; (p = strstr(p, "rw")) != NULL; p++)
+			if ((p[-1] == ',' || p[-1] == 'o') && (p[2] == ',' || !p[2]))
+				rw = p;
+		ck_assert_msg(cases[i].ro ? ro && (!rw || rw < ro) : !ro || (rw && ro < rw),
+			      "-o %s: libfuse gets '%s'", cases[i].opts, all);
+		fuse_opt_free_args(&fa);
+		zr_options_free(&o);
+	}
+}
+END_TEST
+
 START_TEST(test_bad)
 {
 	struct zr_options o;
@@ -465,6 +507,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_over_self);
 	tcase_add_test(tc, test_values);
+	tcase_add_test(tc, test_ro_rw);
 	tcase_add_loop_test(tc, test_bad, 0, (int)ZR_ARRAY_SIZE(bad_opts));
 	tcase_add_test(tc, test_messages);
 	tcase_add_test(tc, test_size_warning);
