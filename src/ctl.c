@@ -72,6 +72,7 @@ int zr_ctl_lookup(struct zr_fs *fs, fuse_ino_t parent, const char *name,
 	return 0;
 }
 
+/* The daemon's resident set in bytes, or 0 when /proc cannot tell. */
 static long rss_bytes(void)
 {
 	long pages = 0, resident = 0;
@@ -168,6 +169,8 @@ static const char *cache_name(enum zr_cache_mode m)
 	       m == ZR_CACHE_WRITETHROUGH ? "writethrough" : "writeback";
 }
 
+/* Render the config file: the options in force. @return a malloc'd
+ * string (caller frees) or NULL when out of memory. */
 static char *render_config(struct zr_fs *fs)
 {
 	const struct zr_options *o = fs->opt;

@@ -213,7 +213,8 @@ static int parse_on_off(struct parse_ctx *pc, const char *name, const char *s, b
 	return 0;
 }
 
-/* A whole number in [@lo, @hi], digits only, with an optional "%". */
+/* A whole number in [@lo, @hi], digits only, with an optional "%".
+ * @return 0 with *@out set, or -EINVAL (the caller words the message). */
 static int parse_uint_pct(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
 	char *e;
@@ -249,6 +250,8 @@ static int parse_us_or_off(struct parse_ctx *pc, const char *name, const char *s
 	return 0;
 }
 
+/* Value @s of option @optname, a codec name. @return 0 with *@out set, or
+ * -EINVAL with a message listing the codecs. */
 static int parse_codec(struct parse_ctx *pc, const char *optname, const char *s,
 		       enum zr_codec_id *out)
 {
@@ -284,7 +287,8 @@ static int parse_level(struct parse_ctx *pc, const char *optname, const char *s,
 	return 0;
 }
 
-/* Convert and check every option string; fill o->store and friends. */
+/* Convert and check every option string; fill o->store and friends.
+ * @return 0, or -EINVAL with pc->err naming the first bad option. */
 static int zr_options_check(struct parse_ctx *pc)
 {
 	struct zr_options *o = pc->o;

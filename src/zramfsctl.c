@@ -961,7 +961,9 @@ out:
 	return rc;
 }
 
-/* Show the mounts named in @args (every zramfs mount when @argc is 0). */
+/* Show the mounts named in @args (every zramfs mount when @argc is 0).
+ * @return EXIT_OK, EXIT_USAGE for a bad command line, or EXIT_ERR when a
+ * mount could not be found or read (the others are still shown). */
 static int run_show(int argc, char **args)
 {
 	struct zr_mount *m = NULL;
