@@ -18,6 +18,9 @@ zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
 zr_need_root "switches to an unprivileged user"
 zr_need_tool setpriv fusermount3
+# (users mount through fusermount3, which needs to be set-user-ID root)
+[ -u "$(command -v fusermount3)" ] ||
+	zr_skip "fusermount3 is not set-user-ID root: other users cannot mount"
 [ -x /usr/bin/python3 ] || zr_skip "needs /usr/bin/python3 (run as another user)"
 U=nobody
 id -u "$U" >/dev/null 2>&1 || zr_skip "no user $U"
