@@ -281,13 +281,33 @@ void zr_ctl_release(struct zr_fs *fs, struct fuse_file_info *fi)
 	fi->fh = 0;
 }
 
+/* Whether @cmd only acts on the tier's blocks (a writeback, drop_clean,
+ * compact). */
+static bool tier_only_command(const char *cmd)
+{
+	static const char *const cmds[] = { "writeback", "writeback all", "writeback idle",
+					    "writeback raw", "drop_clean", "compact" };
+
+	for (size_t i = 0; i < ZR_ARRAY_SIZE(cmds); i++)
+		if (strcmp(cmd, cmds[i]) == 0)
+			return true;
+	return false;
+}
+
 /* Run one control command. @return 0 or -errno. */
 static int ctl_command(struct zr_fs *fs, char *cmd)
 {
 	uint64_t v;
 
-	if (!fs->store && strncmp(cmd, "dirty_expire=", 13) != 0)
-		return -EOPNOTSUPP;	/* cache=none has no tier */
+	if (!fs->store) {
+		/* cache=none has no tier: nothing to write back, drop or
+		 * compact (`zramfsctl umount` asks for a writeback first,
+		 * and failed), and no budget to change */
+		if (tier_only_command(cmd))
+			return 0;
+		if (strncmp(cmd, "dirty_expire=", 13) != 0)
+			return -EOPNOTSUPP;
+	}
 	if (strcmp(cmd, "writeback all") == 0 || strcmp(cmd, "writeback") == 0)
 		return zr_store_writeback_all(fs->store, ZR_WB_ALL);
 	if (strcmp(cmd, "writeback idle") == 0)

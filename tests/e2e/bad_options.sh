@@ -33,6 +33,12 @@ done
 zr_umount
 zr_mount "size=1%,comp=none,block_size=128k,cache=none,policy=adaptive,dirty_expire=2s" "$B" "$M"
 grep -qx "block_size 131072" "$ZR_MNT/.zramfs/config" || fail "config lacks 'block_size 131072'"
+# no tier: nothing to write back (zramfsctl umount asks first, and failed
+# with EOPNOTSUPP), no budget to change
+echo "writeback all" >"$ZR_MNT/.zramfs/control" ||
+	fail "'writeback all' fails with cache=none, where there is nothing to write back"
+! sh -c "echo size=8m >'$ZR_MNT/.zramfs/control'" 2>/dev/null ||
+	fail "'size=8m' was taken with cache=none, which has no budget"
 zr_umount
 zr_mount "comp=lz4hc,size=1g" "$B" "$M"
 grep -qx "size 1073741824" "$ZR_MNT/.zramfs/config" || fail "config lacks 'size 1073741824'"
