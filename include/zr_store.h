@@ -114,8 +114,20 @@ void zr_store_destroy(struct zr_store *st);
 
 uint32_t zr_store_block_size(const struct zr_store *st);
 
-/** Change the budget live. @return 0 or -EINVAL. */
+/**
+ * zr_store_set_budget() - change the budget live.
+ * @return 0, -EINVAL for 0, or -ENOSPC below zr_store_budget_min().
+ */
 int zr_store_set_budget(struct zr_store *st, uint64_t budget);
+
+/**
+ * zr_store_budget_min() - the smallest budget zr_store_set_budget() takes
+ * now: room for the pool's tables, which never shrink (the handle table
+ * grows with the most blocks ever held at once: 8 bytes each), and for a
+ * few blocks. Below that, reclaim could never make room, and every write
+ * that needs the tier would fail with ENOSPC (helper-35's review).
+ */
+uint64_t zr_store_budget_min(struct zr_store *st);
 
 /** Snapshot of the counters, lock-free. */
 void zr_store_get_stats(struct zr_store *st, struct zr_stats *out);

@@ -26,6 +26,9 @@ struct zr_zpool_stats {
 	uint64_t mem_used_max;	/* high-water mark of mem_used */
 	uint64_t span_bytes;	/* bytes of spans alone */
 	uint64_t meta_bytes;	/* handle table, span headers, class tables */
+	uint64_t fixed_bytes;	/* the part of meta_bytes that never shrinks:
+				 * the pool itself, the handle and span
+				 * tables, the span id stack */
 	uint64_t obj_bytes;	/* sum of the sizes asked for by live objects */
 	uint64_t obj_count;	/* live objects */
 	uint64_t compactions;	/* zr_zpool_compact() calls */

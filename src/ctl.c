@@ -332,9 +332,13 @@ static int ctl_command(struct zr_fs *fs, char *cmd)
 			return -EINVAL;
 		/* two writers: both copies of the budget end as one's */
 		pthread_mutex_lock(&size_lock);
-		__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
 		rc = zr_store_set_budget(fs->store, v);
+		if (rc == 0)
+			__atomic_store_n(&fs->opt->store.budget, v, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&size_lock);
+		if (rc == -ENOSPC)
+			zr_log(ZR_LOG_WARNING, "control: size=%s is too small now: the pool's tables, which never shrink, and room for a few blocks need %" PRIu64 " bytes",
+			       cmd + 5, zr_store_budget_min(fs->store));
 		/* as at mount: taken, with a warning */
 		if (rc == 0 && zr_options_size_warning(fs->opt, zr_phys_ram_bytes(),
 						       zr_mem_limit(), warn, sizeof(warn)))

@@ -1074,10 +1074,24 @@ uint32_t zr_store_block_size(const struct zr_store *st)
 	return st->cfg.block_size;
 }
 
+/* Blocks that must fit in the budget beside the pool's tables
+ * (zr_store_budget_min()). */
+#define BUDGET_MIN_BLOCKS 4
+
+uint64_t zr_store_budget_min(struct zr_store *st)
+{
+	struct zr_zpool_stats ps;
+
+	zr_zpool_get_stats(st->pool, &ps);
+	return ps.fixed_bytes + BUDGET_MIN_BLOCKS * (uint64_t)(st->cfg.block_size + POOL_PAGE);
+}
+
 int zr_store_set_budget(struct zr_store *st, uint64_t budget)
 {
 	if (budget == 0)
 		return -EINVAL;
+	if (budget < zr_store_budget_min(st))
+		return -ENOSPC;
 	zr_stat_set(&st->cfg.budget, budget);
 	zr_stat_set(&st->s.budget, budget);
 	return 0;

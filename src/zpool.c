@@ -238,6 +238,18 @@ static void *meta_alloc(struct zr_zpool *pool, size_t n, bool zero)
 	return p;
 }
 
+/* Metadata that only grows, counted in fixed_bytes too: the pieces of the
+ * handle and span tables (never freed: a handle's entry must stay
+ * readable, h_get()) and the span id stack (replaced by a larger one). */
+static void *meta_alloc_fixed(struct zr_zpool *pool, size_t n, bool zero)
+{
+	void *p = meta_alloc(pool, n, zero);
+
+	if (p)
+		zr_stat_add(&pool->st.fixed_bytes, meta_size(p));
+	return p;
+}
+
 static void meta_free(struct zr_zpool *pool, void *p)
 {
 	size_t sz = meta_size(p);
@@ -349,7 +361,7 @@ static int h_grow(struct zr_zpool *pool, uint32_t h)
 	pthread_mutex_lock(&pool->grow_lock);
 	mid = pool->h_top[t];
 	if (!mid) {
-		mid = meta_alloc(pool, H_MID_SIZE * sizeof(*mid), true);
+		mid = meta_alloc_fixed(pool, H_MID_SIZE * sizeof(*mid), true);
 		if (!mid) {
 			rc = -ENOMEM;
 			goto out;
@@ -357,7 +369,7 @@ static int h_grow(struct zr_zpool *pool, uint32_t h)
 		__atomic_store_n(&pool->h_top[t], mid, __ATOMIC_RELEASE);
 	}
 	if (!mid[m]) {
-		leaf = meta_alloc(pool, H_LEAF_SIZE * sizeof(*leaf), true);
+		leaf = meta_alloc_fixed(pool, H_LEAF_SIZE * sizeof(*leaf), true);
 		if (!leaf) {
 			rc = -ENOMEM;
 			goto out;
@@ -479,7 +491,7 @@ static int span_mem_get(struct zr_zpool *pool, uint32_t *id,
 		if (n >= MAX_SPANS)
 			return -ENOMEM;
 		if (!pool->span_top[n >> S_LEAF_BITS]) {
-			struct zr_span **leaf = meta_alloc(pool,
+			struct zr_span **leaf = meta_alloc_fixed(pool,
 				S_LEAF_SIZE * sizeof(*leaf), true);
 
 			if (!leaf)
@@ -490,13 +502,14 @@ static int span_mem_get(struct zr_zpool *pool, uint32_t *id,
 		/* Reserve room to give the id back later without failing. */
 		if (pool->span_free_cap <= n) {
 			uint32_t cap = pool->span_free_cap ? pool->span_free_cap * 2 : 64;
-			uint32_t *a = meta_alloc(pool, cap * sizeof(*a), false);
+			uint32_t *a = meta_alloc_fixed(pool, cap * sizeof(*a), false);
 
 			if (!a)
 				return -ENOMEM;
 			if (pool->span_free_n)
 				memcpy(a, pool->span_free,
 				       pool->span_free_n * sizeof(*a));
+			zr_stat_sub(&pool->st.fixed_bytes, meta_size(pool->span_free));
 			meta_free(pool, pool->span_free);
 			pool->span_free = a;
 			pool->span_free_cap = cap;
@@ -822,6 +835,7 @@ int zr_zpool_create(struct zr_zpool **out)
 	pthread_mutex_init(&pool->page_lock, NULL);
 	pthread_mutex_init(&pool->grow_lock, NULL);
 	zr_stat_add(&pool->st.meta_bytes, meta_size(pool));
+	zr_stat_add(&pool->st.fixed_bytes, meta_size(pool));	/* (its class table) */
 	mem_add(pool, meta_size(pool));
 	*out = pool;
 	return 0;
@@ -1244,6 +1258,7 @@ void zr_zpool_get_stats(struct zr_zpool *pool, struct zr_zpool_stats *st)
 	st->mem_used_max = zr_stat_read(&pool->st.mem_used_max);
 	st->span_bytes = zr_stat_read(&pool->st.span_bytes);
 	st->meta_bytes = zr_stat_read(&pool->st.meta_bytes);
+	st->fixed_bytes = zr_stat_read(&pool->st.fixed_bytes);
 	st->obj_bytes = zr_stat_read(&pool->st.obj_bytes);
 	st->obj_count = zr_stat_read(&pool->st.obj_count);
 	st->compactions = zr_stat_read(&pool->st.compactions);

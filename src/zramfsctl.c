@@ -734,7 +734,9 @@ static int send_command(const char *mnt, const char *cmd)
 	if (close(fd) < 0 && !err)
 		err = errno;
 	if (err)
-		fprintf(stderr, "zramfsctl: %s: '%s' failed: %s\n", mnt, cmd, strerror(err));
+		fprintf(stderr, "zramfsctl: %s: '%s' failed: %s%s\n", mnt, cmd, strerror(err),
+			err == ENOSPC && strncmp(cmd, "size=", 5) == 0 ?
+			" (below what the tier's tables hold for good; the daemon's log says how much is needed)" : "");
 	free(path);
 	free(line);
 	return -err;

@@ -2239,6 +2239,47 @@ START_TEST(test_corrupt)
 END_TEST
 
 /* One writer calling make_room first never passes the budget by more than a block. */
+/*
+ * The pool's handle table never shrinks: a budget lowered below it plus a
+ * few blocks is refused, else reclaim could never make room and every
+ * write would fail with ENOSPC, even with the tier empty (helper-35's
+ * review). At the smallest budget taken, an emptied tier takes a write.
+ */
+START_TEST(test_budget_min)
+{
+	uint32_t bs = 4096, n = 6000;
+	uint64_t budget = 256ull << 20, min, i;
+	struct zr_store *st = mkstore(bs, budget, NULL);
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_CLEAN), 0);
+	}
+	min = zr_store_budget_min(st);
+	/* (two leaves of 4096 handles, 8 bytes each, at least) */
+	ck_assert_uint_ge(min, 2 * 4096 * 8 + 4 * (uint64_t)(bs + 4096));
+	ck_assert_int_eq(zr_store_set_budget(st, min - 1), -ENOSPC);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.budget, budget);
+	zr_file_put(f);
+	ck_assert_uint_eq(zr_store_budget_min(st), min);	/* never shrinks */
+	ck_assert_int_eq(zr_store_set_budget(st, min), 0);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (i = 0; i < 3; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_CLEAN), 0);
+	}
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 START_TEST(test_budget)
 {
 	uint32_t bs = 16384;
@@ -2578,6 +2619,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_writeback_flags);
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
+	tcase_add_test(tc, test_budget_min);
 	tcase_add_test(tc, test_many_files);
 	tcase_add_loop_test(tc, test_one_bad_file, 0,
 			    (int)(sizeof(one_file_errs) / sizeof(one_file_errs[0])));
