@@ -1520,6 +1520,10 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 {
 	int rc = 1;
 
+	/* (read-only when reopened so while the writer held the file open:
+	 * made 0444 meanwhile, for an unprivileged daemon; helper-34's
+	 * review) */
+	(void)zr_fd_make_writable(fs, ino, fd);
 	zr_file_io_lock(ino->blocks);
 	if (how == ZR_TB_STREAM && direct_wanted(fs, ino))
 		rc = direct_pwrite(fs, ino, fd, src, len, off);
@@ -1806,6 +1810,7 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 	if (fd < 0)
 		return fd;
 	if (!fs->store) {
+		(void)zr_fd_make_writable(fs, ino, fd);	/* (as to_backing()) */
 		rc = full_pwrite(fd, data, len, (off_t)off);
 		zr_fd_put(fs, ino);
 		if (rc)

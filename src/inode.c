@@ -1486,14 +1486,18 @@ static int fd_cache_install(struct zr_fs *fs, struct zr_inode *ino, int fd)
  * read-only, with the owner's permission added for the open:
  * owner_reopen()). The file reached through /proc/self/fd/N is the same;
  * the fd number stays and its file becomes the read-write one (dup3), so
- * the fd's other users go on.
- * @return 0 when @fd is writable now, or -errno of the open.
+ * the fd's other users go on. Also called before the writes that go
+ * straight to the backing file (streams, cache=none, truncate, fallocate).
+ * @return 0 when @fd is writable now, -EROFS on a read-only mount, or
+ * -errno of the open.
  */
 int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd)
 {
 	char path[32];
 	int wfd, rc = 0;
 
+	if (fs->read_only)
+		return -EROFS;	/* (a remount rw does not make zramfs writable) */
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd != fd || ino->fd_flags != O_RDONLY) {
 		rc = ino->fd == fd ? 0 : -EBADF;	/* (cannot be: @fd is pinned) */

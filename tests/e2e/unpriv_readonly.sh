@@ -12,7 +12,8 @@
 # reopen got no fd at all: it is opened with u+r for that moment), one of
 # mode 200, and two made writable again after their read-only fds were
 # cached: one appended to, one truncated by name (no open, so the fd stayed
-# read-only and the truncate failed with EINVAL).
+# read-only and the truncate failed with EINVAL). With cache=none, a writer
+# whose file was made 0444 while open, its fd reopened read-only, goes on.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -125,3 +126,28 @@ cmp -s "$D/src/a" "$D/back/a" || fail "a (0444, then 0644 and appended to) is no
 head -c 10000 "$D/src/t" | cmp -s - "$D/back/t" ||
 	fail "t (0444, then 0644 and truncated by name to 10000 bytes) is not so in the backing directory ($(stat -c %s "$D/back/t") bytes)"
 say "ok: $N read-only files, one of mode 000, one of 200 and two made writable again whole on disk, their modes kept"
+
+# cache=none: writes go straight to the backing file through the cached
+# fd, which may have been reopened read-only while a writer held the file
+# open (the file made 0444 meanwhile): the writer got EROFS
+mkdir -p "$D/back2" "$D/mnt2"
+chown "$U:$G" "$D/back2" "$D/mnt2"
+ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "cache=none,max_fds=16" "$D/back2" "$D/mnt2"
+say "a file made 0444 while its writer holds it open, its fd reopened read-only (cache=none)"
+as_user /usr/bin/python3 - "$D/src" "$D/mnt2" <<'PY' || fail "writing as $U through cache=none failed"
+import os, sys
+src, mnt = sys.argv[1], sys.argv[2]
+data = open(src + "/a", "rb").read()
+with open(mnt + "/o", "wb", buffering=0) as f:
+    f.write(data[:10000])
+    os.chmod(mnt + "/o", 0o444)
+    for i in range(20):
+        open("%s/pad%d" % (mnt, i), "w").close()
+    open(mnt + "/o", "rb").read()
+    f.write(data[10000:])
+PY
+as_user "$D/zramfsctl" umount "$D/mnt2" || fail "zramfsctl umount of the cache=none mount failed"
+zr_wait_pid "$ZR_PID" 60 || fail "the cache=none daemon did not exit within 60 s"
+ZR_PID=
+cmp -s "$D/src/a" "$D/back2/o" || fail "o (cache=none) is not whole in the backing directory"
+say "ok: the writer went on, the file is whole"
