@@ -1469,6 +1469,31 @@ static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
 }
 
 /*
+ * Keep @src, block @idx that to_backing() write number @seq just put in
+ * the backing file, as its clean copy in the tier, unless another write
+ * reached the backing file since: whole-block writers hold ino->lock
+ * shared, so two writes of one block may run side by side, and the first
+ * one's copy, installed after the second one's write, would read its old
+ * data over the new data on disk (and go back over it should a failed
+ * syncfs make every block dirty again; helper-35's review). Under the I/O
+ * mutex, as to_backing() drops copies. The caller made room (reclaim may
+ * take the I/O mutexes). *@raw: as zr_file_write_raw().
+ * @return 0, -EAGAIN when another write came, or zr_file_write_raw()'s
+ * error.
+ */
+static int install_written(struct zr_inode *ino, uint64_t idx, const char *src,
+			   uint64_t seq, bool *raw)
+{
+	int rc = -EAGAIN;
+
+	zr_file_io_lock(ino->blocks);
+	if (ino->tb_seq == seq)
+		rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_CLEAN, raw);
+	zr_file_io_unlock(ino->blocks);
+	return rc;
+}
+
+/*
  * Keep a clean copy of block @idx of @ino's stream, just written to the
  * backing file, that stream_copy_wanted() asked for. The fill thread makes
  * it from the backing file's page cache; a block that went there with
@@ -1479,7 +1504,7 @@ static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
  * was tight that finds it with room again.
  */
 static void stream_copy(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
-			bool direct, const char *src)
+			bool direct, const char *src, uint64_t seq)
 {
 	bool raw = false;
 
@@ -1488,7 +1513,7 @@ static void stream_copy(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 		return;
 	}
 	if (src && zr_store_make_room_once(fs->store, fs->bs) == 0 &&
-	    zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_CLEAN, &raw) == 0) {
+	    install_written(ino, idx, src, seq, &raw) == 0) {
 		zr_stat_add(&fs->stream_copies, 1);
 		note_raw(ino, raw);
 	}
@@ -1510,13 +1535,14 @@ enum zr_to_backing {
  * @nblk), to the backing file @fd and drop the tier's copies of those
  * blocks, under the file's I/O mutex: it keeps a writeback of an older copy
  * from landing after our pwrite. @how: see enum zr_to_backing.
- * *@direct: whether it went with O_DIRECT (when it returns 0).
+ * *@direct: whether it went with O_DIRECT (when it returns 0); *@seq: the
+ * number of this write (ino->tb_seq) for install_written().
  * @return 0 or -errno.
  */
 static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      const char *src, uint64_t off, uint64_t len,
 		      uint64_t idx, uint64_t nblk, enum zr_to_backing how,
-		      bool *direct)
+		      bool *direct, uint64_t *seq)
 {
 	int rc = 1;
 
@@ -1530,6 +1556,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	*direct = rc == 0;
 	if (rc == 1)
 		rc = full_pwrite(fd, src, len, (off_t)off);
+	*seq = ++ino->tb_seq;	/* (also after a failure: it may have written) */
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -1599,6 +1626,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		const char *src = data + (pos - off);
 		bool bypass_this, around = false;	/* @run below is a write-around */
 		bool direct = false;	/* to_backing() wrote with O_DIRECT */
+		uint64_t seq = 0;	/* its number (install_written()) */
 		bool later = false;	/* the dirty block goes in uncompressed */
 		int zero = -1;	/* whether src's block is all zeros; -1: not looked */
 
@@ -1650,7 +1678,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		}
 		if (run > 0) {
 			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun,
-					around ? ZR_TB_AROUND : ZR_TB_STREAM, &direct);
+					around ? ZR_TB_AROUND : ZR_TB_STREAM, &direct, &seq);
 			if (rc == 0 && around) {
 				zr_stat_add(&fs->written_around, run);
 				pos += run;
@@ -1668,7 +1696,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 						continue;
 					stream_copy(fs, ino, idx + i, direct,
 						    b0 >= pos && b0 + bs <= pos + run ?
-						    src + (b0 - pos) : NULL);
+						    src + (b0 - pos) : NULL, seq);
 				}
 				pos += run;
 				fsize = ZR_MAX(fsize, pos);	/* to_backing() grew the cached size */
@@ -1711,7 +1739,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			uint64_t wlen = ZR_MIN(bs, ZR_MAX(end, fsize) - idx * bs);
 
 			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1,
-					wt ? ZR_TB_THROUGH : ZR_TB_STREAM, &direct);
+					wt ? ZR_TB_THROUGH : ZR_TB_STREAM, &direct, &seq);
 			if (rc == 0) {
 				/* keep a clean copy: writethrough at once,
 				 * when the tier has room or makes it (as the
@@ -1723,12 +1751,11 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 					bool raw = false;
 
 					if (zr_store_make_room_once(fs->store, bs) == 0 &&
-					    zr_file_write_raw(ino->blocks, idx, src,
-							      ZR_WRITE_CLEAN, &raw) == 0 &&
+					    install_written(ino, idx, src, seq, &raw) == 0 &&
 					    boff == 0 && n == bs)
 						note_raw(ino, raw);
 				} else if (stream_copy_wanted(fs, ino)) {
-					stream_copy(fs, ino, idx, direct, src);
+					stream_copy(fs, ino, idx, direct, src, seq);
 				}
 			}
 			/* else the backing refused (full, EIO): keep the

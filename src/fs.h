@@ -200,6 +200,9 @@ struct zr_inode {
 	uint64_t disk_end;		/* relaxed atomic, a hint: the file's bytes
 					 * from its start that the backing file held
 					 * at attach or got since (data.c: write-around) */
+	uint64_t tb_seq;		/* counts writes that went to the backing file
+					 * (data.c: to_backing); under the I/O mutex
+					 * of @blocks */
 	uint64_t unkicked;		/* relaxed atomic: bytes written to the backing
 					 * file since its writeback was last started
 					 * (data.c: kick_writeback) */
