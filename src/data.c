@@ -418,6 +418,10 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	bool stamp;
 	int fd, rc;
 
+	/* a dirty block written here may leave the tier as clean before a
+	 * stream's install_written() of an older copy: it must see this
+	 * write (helper-36's review) */
+	ino->tb_seq++;
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
 	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
@@ -1475,21 +1479,31 @@ static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
  * shared, so two writes of one block may run side by side, and the first
  * one's copy, installed after the second one's write, would read its old
  * data over the new data on disk (and go back over it should a failed
- * syncfs make every block dirty again; helper-35's review). Under the I/O
- * mutex, as to_backing() drops copies. The caller made room (reclaim may
- * take the I/O mutexes). *@raw: as zr_file_write_raw().
- * @return 0, -EAGAIN when another write came, or zr_file_write_raw()'s
- * error.
+ * syncfs make every block dirty again; helper-35's review). The writeback
+ * callback counts too: a dirty block of another writer, written back and
+ * dropped meanwhile, leaves no copy to refuse this one. Checked and
+ * installed under the I/O mutex, as to_backing() drops copies. The caller
+ * made room (reclaim may take the I/O mutexes). *@raw: as
+ * zr_file_write_raw(). @return 0, -EAGAIN when another write came, or the
+ * error of zr_file_prepare() or zr_file_install().
  */
 static int install_written(struct zr_inode *ino, uint64_t idx, const char *src,
 			   uint64_t seq, bool *raw)
 {
-	int rc = -EAGAIN;
+	struct zr_prepared p;
+	int rc;
 
+	*raw = false;
+	if (zr_file_has(ino->blocks, idx))
+		return 0;	/* (a clean copy never replaces a block) */
+	rc = zr_file_prepare(ino->blocks, src, &p);	/* (compressed outside the mutex) */
+	if (rc)
+		return rc;
+	*raw = p.fl & ZR_SLOT_RAW;
 	zr_file_io_lock(ino->blocks);
-	if (ino->tb_seq == seq)
-		rc = zr_file_write_raw(ino->blocks, idx, src, ZR_WRITE_CLEAN, raw);
+	rc = ino->tb_seq == seq ? zr_file_install(ino->blocks, idx, &p, ZR_WRITE_CLEAN) : -EAGAIN;
 	zr_file_io_unlock(ino->blocks);
+	zr_file_unprepare(ino->blocks, &p);	/* (when not installed) */
 	return rc;
 }
 
