@@ -1433,14 +1433,16 @@ static bool direct_probe(struct zr_fs *fs, struct zr_inode *ino, int fd)
  * the disk, so the session is told first. @return 0 written, 1 when it
  * cannot be done (not aligned, the file does no direct I/O or cannot be
  * opened again, too many such writes at once: the caller writes through
- * the page cache, over whatever this wrote), or -errno of the write.
+ * the page cache, over whatever this wrote), or -errno of the write, with
+ * *@done the bytes written before the error.
  */
 static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
-			 const char *src, size_t len, uint64_t off)
+			 const char *src, size_t len, uint64_t off, size_t *done)
 {
 	char path[32];
-	size_t done = 0;
 	int dfd, rc;
+
+	*done = 0;
 
 	if (((uintptr_t)src | off | len) % ZR_DIRECT_ALIGN || !direct_probe(fs, ino, fd))
 		return 1;
@@ -1459,13 +1461,13 @@ static int direct_pwrite(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		return 1;
 	}
 	zr_session_blocking();
-	rc = pwrite_counted(dfd, src, len, (off_t)off, &done);
+	rc = pwrite_counted(dfd, src, len, (off_t)off, done);
 	close(dfd);
 	__atomic_sub_fetch(&fs->direct_fds, 1, __ATOMIC_RELAXED);
 	if (rc == -EINVAL) {
 		/* refused (a short write leaves the rest unaligned): all of it
 		 * goes again through the page cache */
-		if (done == 0)
+		if (*done == 0)
 			direct_no(fs, ino, "their filesystem refused an O_DIRECT write");
 		return 1;
 	}
@@ -1558,6 +1560,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		      uint64_t idx, uint64_t nblk, enum zr_to_backing how,
 		      bool *direct, uint64_t *seq)
 {
+	size_t done = 0;
 	int rc = 1;
 
 	/* (read-only when reopened so while the writer held the file open:
@@ -1566,10 +1569,14 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	(void)zr_fd_make_writable(fs, ino, fd);
 	zr_file_io_lock(ino->blocks);
 	if (how == ZR_TB_STREAM && direct_wanted(fs, ino))
-		rc = direct_pwrite(fs, ino, fd, src, len, off);
+		rc = direct_pwrite(fs, ino, fd, src, len, off, &done);
 	*direct = rc == 0;
-	if (rc == 1)
-		rc = full_pwrite(fd, src, len, (off_t)off);
+	if (rc == 1) {
+		size_t ddone = done;	/* (a refused direct write may have begun) */
+
+		rc = pwrite_counted(fd, src, len, (off_t)off, &done);
+		done = ZR_MAX(done, ddone);
+	}
 	*seq = ++ino->tb_seq;	/* (also after a failure: it may have written) */
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
@@ -1578,6 +1585,14 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		grow_size(ino, off + len);
 	} else {
 		trim_past_size(ino, fd);
+		/* a write that failed part way changed the disk under the
+		 * copies the tier may hold of the blocks it reached: made
+		 * dirty, they go back over it, so that the file does not
+		 * read one way while they are held and another after
+		 * (helper-35's review; the punch does the same) */
+		if (done > 0)
+			(void)zr_file_redirty_range(ino->blocks, idx,
+						    (off + done - 1) / fs->bs - idx + 1);
 	}
 	zr_file_io_unlock(ino->blocks);
 	if (rc == 0) {
