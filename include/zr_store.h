@@ -121,6 +121,13 @@ uint32_t zr_store_block_size(const struct zr_store *st);
 int zr_store_set_budget(struct zr_store *st, uint64_t budget);
 
 /**
+ * zr_store_removed() - how many blocks have left the store, any way
+ * (demoted, dropped, truncated, their file freed): a caller that snapshots
+ * it can tell whether blocks went since (data.c: zr_data_syncfs()).
+ */
+uint64_t zr_store_removed(struct zr_store *st);
+
+/**
  * zr_store_budget_min() - the smallest budget zr_store_set_budget() takes
  * now: room for the pool's tables, which never shrink (the handle table
  * grows with the most blocks ever held at once: 8 bytes each), and for a

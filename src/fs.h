@@ -265,6 +265,17 @@ struct zr_fs {
 
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
+	pthread_mutex_t sync_lock;	/* one zr_data_syncfs() at a time, and its
+					 * two fields below; innermost */
+	uint64_t sync_mark;		/* sync_lock: zr_data_syncfs()'s count of
+					 * what left RAM, at the last syncfs that
+					 * succeeded */
+	bool sync_lost;			/* sync_lock (relaxed atomic to read): a
+					 * syncfs failed after data had left RAM,
+					 * which may be lost: the exit status says
+					 * so */
+	uint64_t tb_writes;		/* relaxed atomic: writes to_backing() put
+					 * straight in the backing file */
 	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
 					 * chmod, chown or access ACL change
 					 * through the mount, and the owner's
@@ -449,6 +460,7 @@ int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
 bool zr_data_may_expire_cb(void *ctx, void *owner);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);
+int zr_data_syncfs(struct zr_fs *fs, const char *who);
 int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
 int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);
 void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino);

@@ -569,6 +569,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
 	pthread_mutex_init(&fs->mode_lock, NULL);
+	pthread_mutex_init(&fs->sync_lock, NULL);
 	pthread_mutex_init(&fs->fd_lock, NULL);
 	pthread_mutex_init(&fs->dirh_lock, NULL);
 	pthread_mutex_init(&fs->wb_lock, NULL);

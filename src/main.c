@@ -184,8 +184,8 @@ static void *signal_thread(void *arg)
 			 * first: the store outlives this writeback) */
 			int rc = the_fs.store ? zr_store_writeback_all(the_fs.store, ZR_WB_ALL) : 0;
 
-			if (rc == 0 && syncfs(the_fs.root_fd) < 0)
-				rc = -errno;
+			if (rc == 0)
+				rc = zr_data_syncfs(&the_fs, "signal");
 			zr_log(ZR_LOG_INFO, "signal %d: %s does not hold this mount on top any more (detached, moved or covered): written back and synced what the daemon holds%s%s; it exits once the mount's last user leaves it",
 			       sig, mount_path, rc ? ", with an error: " : "", rc ? strerror(-rc) : "");
 			over = true;	/* (nothing more to do for this one) */
@@ -285,8 +285,9 @@ static void fit_fd_limit(struct zr_options *o)
  * the backing filesystem counts as a failed attempt: the kernel may have
  * given up pages it could not write, so every block the tier holds is
  * marked dirty and written again (the next syncfs reports only new errors).
- * @return 0 once everything is written back and synced; with cache=none,
- * -errno when the syncfs failed.
+ * @return 0 once everything is written back and synced, -EIO when it was
+ * but a syncfs failed after data had left RAM, which may be lost
+ * (zr_data_syncfs()); with cache=none, -errno when the syncfs failed.
  */
 static int final_writeback(struct zr_fs *fs)
 {
@@ -299,20 +300,18 @@ static int final_writeback(struct zr_fs *fs)
 	retry_now = false;
 	pthread_mutex_unlock(&retry_lock);
 	__atomic_store_n(&fs->quiesced, true, __ATOMIC_RELAXED);
-	if (!fs->store)
-		return syncfs(fs->root_fd) < 0 ? -errno : 0;
+	if (!fs->store) {
+		rc = zr_data_syncfs(fs, "final writeback");
+		return rc ? rc : __atomic_load_n(&fs->sync_lost, __ATOMIC_RELAXED) ? -EIO : 0;
+	}
 	for (;;) {
-		bool synced;
-
 		rc = zr_store_writeback_all(fs->store, ZR_WB_ALL);
 		/* the kernel may give up pages it could not write: what the
-		 * tier holds goes out again, until a syncfs succeeds */
-		synced = rc == 0 && syncfs(fs->root_fd) == 0;
-		if (rc == 0 && !synced) {
-			rc = -errno;
-			zr_store_redirty_all(fs->store);
-		}
-		if (synced)
+		 * tier holds goes out again (zr_data_syncfs() marks it
+		 * dirty), until a syncfs succeeds */
+		if (rc == 0)
+			rc = zr_data_syncfs(fs, "final writeback");
+		if (rc == 0)
 			break;
 		failures++;
 		if (delay < ZR_RETRY_MAX_S || failures % ZR_RETRY_LOG_EVERY == 0) {
@@ -325,6 +324,10 @@ static int final_writeback(struct zr_fs *fs)
 	}
 	if (failures)
 		zr_log(ZR_LOG_INFO, "final writeback done after %u failed attempts", failures);
+	if (__atomic_load_n(&fs->sync_lost, __ATOMIC_RELAXED)) {
+		zr_log(ZR_LOG_ERR, "a syncfs of the backing filesystem failed while data written back had left RAM (see above): that data may not be on disk; exiting with status 1");
+		return -EIO;
+	}
 	return 0;
 }
 

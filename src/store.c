@@ -168,6 +168,8 @@ struct zr_store {
 					 * (FILE_RECORD_BYTES); atomic */
 	uint64_t nblocks;		/* present blocks of all files; atomic */
 	uint64_t pending_len;		/* stored bytes of ZR_SLOT_PENDING blocks; atomic */
+	uint64_t removed;		/* blocks that left the store, any way
+					 * (zr_store_removed()); atomic */
 	struct zr_stats s;		/* counters; atomic */
 };
 
@@ -781,6 +783,7 @@ static uint32_t slot_clear(struct zr_store *st, struct zr_slot *s)
  * dirty files, see dirty_leave()), pool object. The caller prunes. */
 static uint32_t slot_release_as(struct zr_file *f, struct zr_slot *s, bool keep)
 {
+	zr_stat_add(&f->st->removed, 1);
 	account_slot(f, s, -1, keep);
 	return slot_clear(f->st, s);
 }
@@ -1095,6 +1098,11 @@ int zr_store_set_budget(struct zr_store *st, uint64_t budget)
 	zr_stat_set(&st->cfg.budget, budget);
 	zr_stat_set(&st->s.budget, budget);
 	return 0;
+}
+
+uint64_t zr_store_removed(struct zr_store *st)
+{
+	return zr_stat_read(&st->removed);
 }
 
 uint64_t zr_store_mem_used(struct zr_store *st)
