@@ -462,31 +462,51 @@ static bool orphan_only(struct zr_fs *fs, struct zr_inode *ino)
 	       st.st_nlink == 1;
 }
 
+/* Whether @ino, a file unlinked while open that kept a pinned fd instead
+ * of an orphan's name (none could be made: a full disk, no hard links),
+ * has no link left on disk (caller holds no lock; for
+ * zr_fs_drop_orphans(), when no request runs). */
+static bool pinned_only(struct zr_fs *fs, struct zr_inode *ino)
+{
+	struct stat st;
+	bool r = false;
+	int fd;
+
+	if (ino->orphaned || !ino->unlinked || !ino->fd_pinned || !S_ISREG(ino->type))
+		return false;
+	fd = zr_fd_get_cached(fs, ino);
+	if (fd < 0)
+		return false;
+	r = fstat(fd, &st) == 0 && st.st_nlink == 0;
+	zr_fd_put(fs, ino);
+	return r;
+}
+
 /**
  * zr_fs_drop_orphans() - the session is over (no request runs any more):
- * files still orphaned were open when the connection ended. Nobody can
- * reach them again, so their dirty blocks are dropped rather than written
- * into names that the unmount removes (and kept waiting for room on a full
- * disk). A file linked elsewhere meanwhile keeps them.
+ * files still orphaned, or unlinked and kept by a pinned fd, were open
+ * when the connection ended. Nobody can reach them again, so their dirty
+ * blocks are dropped rather than written into names that the unmount
+ * removes or into no name at all (and kept waiting for room on a full
+ * disk, before the files that matter; helper-38's review for the pinned
+ * ones). A file linked elsewhere meanwhile keeps them.
  */
 void zr_fs_drop_orphans(struct zr_fs *fs)
 {
 	struct zr_inode *ino, *tmp, **v;
 	size_t n = 0, cap;
 
-	if (__atomic_load_n(&fs->norphans, __ATOMIC_RELAXED) == 0)
-		return;
 	pthread_mutex_lock(&fs->itable_lock);
 	cap = HASH_COUNT(fs->inodes) + HASH_COUNT(fs->dead);
 	v = calloc(cap ? cap : 1, sizeof(*v));
 	if (v) {
 		HASH_ITER(hh, fs->inodes, ino, tmp)
-			if (ino->orphaned && n < cap) {
+			if ((ino->orphaned || ino->fd_pinned) && n < cap) {
 				ino->refs++;
 				v[n++] = ino;
 			}
 		HASH_ITER(hh, fs->dead, ino, tmp)
-			if (ino->orphaned && n < cap) {
+			if ((ino->orphaned || ino->fd_pinned) && n < cap) {
 				ino->refs++;
 				v[n++] = ino;
 			}
@@ -494,7 +514,7 @@ void zr_fs_drop_orphans(struct zr_fs *fs)
 	pthread_mutex_unlock(&fs->itable_lock);
 	for (size_t i = 0; i < n; i++) {
 		pthread_rwlock_wrlock(&v[i]->lock);
-		if (orphan_only(fs, v[i]))
+		if (orphan_only(fs, v[i]) || pinned_only(fs, v[i]))
 			zr_data_drop_inode(fs, v[i]);
 		pthread_rwlock_unlock(&v[i]->lock);
 		zr_inode_unref(fs, v[i]);
