@@ -2446,6 +2446,12 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (zr_is_ctl(ino)) {
+		/* (their size is 0: no data, no hole at any offset; @in is
+		 * no inode, and reading it crashed the daemon, helper-37) */
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
 	if (in->open_count > 0) {
 		/*
 		 * The kernel may hold dirty pages of this file in its

@@ -525,11 +525,16 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	int rc;
 
 	if (zr_is_ctl(ino)) {
-		if (valid & FUSE_SET_ATTR_SIZE) {
+		/* a new owner or mode is refused; a size (O_TRUNC) or the
+		 * times are taken and change nothing: with the writeback
+		 * cache the kernel sends the times it keeps itself (after a
+		 * fallocate, say), and a refusal made the close fail with
+		 * EIO (ctl_misuse.sh) */
+		if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+			fuse_reply_err(req, EPERM);
+		} else {
 			zr_ctl_stat(fs, ino, &st);
 			fuse_reply_attr(req, &st, 1.0);
-		} else {
-			fuse_reply_err(req, EPERM);
 		}
 		return;
 	}
