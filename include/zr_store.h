@@ -355,9 +355,11 @@ bool zr_file_dirty(struct zr_file *f);
 
 /**
  * zr_file_redirty() - mark every clean block of @f that the store holds
- * dirty again (not those being written back now): the backing filesystem
- * may have lost what was written back, its fsync having failed, so the
- * next writeback writes it again. @return blocks marked.
+ * dirty again, and those being written back now as rewritten (the end of
+ * that writeback leaves them dirty): the backing filesystem may have lost
+ * what was written back, its fsync or syncfs having failed, so the next
+ * writeback writes it again (helper-39's review: a block in flight during
+ * a failed syncfs was marked clean after it). @return blocks marked.
  */
 uint64_t zr_file_redirty(struct zr_file *f);
 
@@ -366,8 +368,7 @@ uint64_t zr_file_redirty(struct zr_file *f);
  * @count) only (@count UINT64_MAX: to the end), for a caller that has
  * changed those blocks on disk behind the tier's back (a punch whose write
  * of zeros failed part way in a block) and wants the tier's copy written
- * over them again. Blocks under writeback are not marked: a caller that
- * must mark every block holds zr_file_io_lock(). @return blocks marked.
+ * over them again. @return blocks marked.
  */
 uint64_t zr_file_redirty_range(struct zr_file *f, uint64_t first, uint64_t count);
 

@@ -1909,9 +1909,11 @@ uint64_t zr_file_redirty_range(struct zr_file *f, uint64_t first, uint64_t count
 		return 0;
 	pthread_mutex_lock(&f->lock);
 	while ((s = map_next(f, pos, &idx)) && idx <= last) {
-		if (!slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB)) {
+		/* (a block being written back is taken for rewritten: the
+		 * writeback's end leaves it dirty, as after a write) */
+		if (!slot_has(s, ZR_SLOT_DIRTY) || slot_has(s, ZR_SLOT_UNDER_WB)) {
 			was = account_out(f, s);
-			slot_set_flags(s, ZR_SLOT_DIRTY, 0);
+			slot_set_flags(s, ZR_SLOT_DIRTY, ZR_SLOT_UNDER_WB);
 			account_in(f, s, was, false);
 			n++;
 		}

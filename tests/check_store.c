@@ -47,6 +47,10 @@ struct rec {
 	void *no_expire;
 	/* Optional: write this file back (once) from inside the next call. */
 	struct zr_file *wb_other;
+	/* Optional: zr_file_redirty() this file (once) from inside the next
+	 * call, as a failed syncfs does; what it returned. */
+	struct zr_file *redirty_file;
+	uint64_t redirtied;
 	/* Optional (atomics): while hold is set, a call sets entered and
 	 * waits; owner_alive is what *owner held when it returned. */
 	int hold, entered, owner_alive;
@@ -75,6 +79,10 @@ static int rec_writeback(void *ctx, void *owner, uint64_t index,
 
 		r->wb_other = NULL;
 		ck_assert_int_eq(zr_file_writeback(o), 0);
+	}
+	if (r->redirty_file) {
+		r->redirtied = zr_file_redirty(r->redirty_file);
+		r->redirty_file = NULL;
 	}
 	if (r->rewrite_file) {
 		ck_assert_int_eq(zr_file_write(r->rewrite_file, r->rewrite_index,
@@ -2031,6 +2039,39 @@ START_TEST(test_redirty)
 }
 END_TEST
 
+/* A redirty while the blocks are being written back (a syncfs failed
+ * meanwhile: the kernel may give up those pages too) leaves them dirty
+ * after that writeback; they were marked clean at its end (helper-39). */
+START_TEST(test_redirty_in_flight)
+{
+	uint32_t bs = 16384;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+	r.redirty_file = f;
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	ck_assert_uint_eq(r.redirtied, 4);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 4);
+	ck_assert(zr_file_dirty(f));
+	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_dirty, 0);
+	ck_assert_uint_eq(r.bytes, 8ull * bs);	/* written twice */
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
+}
+END_TEST
+
 /* mem_used_max is a high-water mark: never below a total reported before.
  * Recompression stores the strong copy before it frees the fast one, and
  * a new pool span for it can take the total above the last write's. */
@@ -2620,6 +2661,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_make_room_enospc);
 	tcase_add_test(tc, test_budget);
 	tcase_add_test(tc, test_budget_min);
+	tcase_add_test(tc, test_redirty_in_flight);
 	tcase_add_test(tc, test_many_files);
 	tcase_add_loop_test(tc, test_one_bad_file, 0,
 			    (int)(sizeof(one_file_errs) / sizeof(one_file_errs[0])));
