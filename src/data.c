@@ -422,6 +422,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	 * stream's install_written() of an older copy: it must see this
 	 * write (helper-36's review) */
 	ino->tb_seq++;
+	zr_stat_add(&fs->wb_writes, 1);	/* (before it: zr_data_syncfs()) */
 	if (start >= size)
 		return 0;	/* past the end: truncated meanwhile */
 	len = ZR_MIN((uint64_t)nblocks * fs->bs, size - start);
@@ -1567,6 +1568,7 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	 * made 0444 meanwhile, for an unprivileged daemon; helper-34's
 	 * review) */
 	(void)zr_fd_make_writable(fs, ino, fd);
+	zr_stat_add(&fs->tb_writes, 1);	/* (before it: zr_data_syncfs()) */
 	zr_file_io_lock(ino->blocks);
 	if (how == ZR_TB_STREAM && direct_wanted(fs, ino))
 		rc = direct_pwrite(fs, ino, fd, src, len, off, &done);
@@ -1578,7 +1580,6 @@ static int to_backing(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		done = ZR_MAX(done, ddone);
 	}
 	*seq = ++ino->tb_seq;	/* (also after a failure: it may have written) */
-	zr_stat_add(&fs->tb_writes, 1);
 	if (rc == 0) {
 		zr_file_drop(ino->blocks, idx, nblk);
 		/* before the mutex goes, so that the backing file is never
@@ -1868,8 +1869,8 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 		return fd;
 	if (!fs->store) {
 		(void)zr_fd_make_writable(fs, ino, fd);	/* (as to_backing()) */
-		rc = full_pwrite(fd, data, len, (off_t)off);
 		zr_stat_add(&fs->tb_writes, 1);	/* (zr_data_syncfs()) */
+		rc = full_pwrite(fd, data, len, (off_t)off);
 		zr_fd_put(fs, ino);
 		if (rc)
 			return rc;
@@ -2052,11 +2053,16 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	return rc;
 }
 
-/* What has left RAM for the backing file so far: blocks out of the store,
- * writes that went straight to the backing file. */
-static uint64_t left_ram(struct zr_fs *fs)
+/* Counts for zr_data_syncfs(): writes to the backing file so far (*@w:
+ * writebacks, and writes that went straight there, counted before they
+ * begin) and what left RAM (*@r: blocks out of the store, and again the
+ * writes that went straight to the backing file). */
+static void sync_counts(struct zr_fs *fs, uint64_t *w, uint64_t *r)
 {
-	return (fs->store ? zr_store_removed(fs->store) : 0) + zr_stat_read(&fs->tb_writes);
+	uint64_t tb = zr_stat_read(&fs->tb_writes);
+
+	*w = zr_stat_read(&fs->wb_writes) + tb;
+	*r = (fs->store ? zr_store_removed(fs->store) : 0) + tb;
 }
 
 /**
@@ -2067,29 +2073,37 @@ static uint64_t left_ram(struct zr_fs *fs)
  * (helper-38's review: the low-memory shrink ignored it, and the final
  * writeback then took the data for safe). A failure means the kernel may
  * have given up pages it could not write: the blocks the tier holds are
- * marked dirty, to be written again; what left RAM since the last syncfs
- * that succeeded cannot be, and may be lost: then the log says so (@who
- * asked) and fs->sync_lost makes the exit status 1.
+ * marked dirty (those being written back too), to be written again. Data
+ * written to the backing file since the last syncfs that succeeded and no
+ * longer in RAM cannot be, and may be lost: when both counts moved (a
+ * write, and a block out of RAM, since then), the log says so (@who asked)
+ * and fs->sync_lost makes the exit status 1. The counts are taken before
+ * the syncfs and the removals again after the blocks are marked, so that
+ * nothing that went in between is missed (helper-39's review).
  * @return 0 or -errno of syncfs.
  */
 int zr_data_syncfs(struct zr_fs *fs, const char *who)
 {
-	uint64_t now;
+	uint64_t w, r, r_after;
 	int rc;
 
 	pthread_mutex_lock(&fs->sync_lock);
-	now = left_ram(fs);	/* (before: what leaves during it may miss it) */
+	sync_counts(fs, &w, &r);
 	rc = syncfs(fs->root_fd) < 0 ? -errno : 0;
 	if (rc == 0) {
-		fs->sync_mark = now;
-	} else if (now != fs->sync_mark && !fs->sync_lost) {
-		__atomic_store_n(&fs->sync_lost, true, __ATOMIC_RELAXED);
-		zr_log(ZR_LOG_ERR, "%s: syncfs of the backing filesystem failed (%s): data written back and no longer in RAM may be lost; what RAM holds is written again",
-		       who, strerror(-rc));
+		fs->sync_w = w;
+		fs->sync_r = r;
+	} else {
+		if (fs->store)
+			zr_store_redirty_all(fs->store);
+		sync_counts(fs, &w, &r_after);
+		if (w != fs->sync_w && r_after != fs->sync_r && !fs->sync_lost) {
+			__atomic_store_n(&fs->sync_lost, true, __ATOMIC_RELAXED);
+			zr_log(ZR_LOG_ERR, "%s: syncfs of the backing filesystem failed (%s): data written back and no longer in RAM may be lost; what RAM holds is written again",
+			       who, strerror(-rc));
+		}
 	}
 	pthread_mutex_unlock(&fs->sync_lock);
-	if (rc && fs->store)
-		zr_store_redirty_all(fs->store);
 	return rc;
 }
 

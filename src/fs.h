@@ -266,9 +266,11 @@ struct zr_fs {
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
 	pthread_mutex_t sync_lock;	/* one zr_data_syncfs() at a time, and its
-					 * two fields below; innermost */
-	uint64_t sync_mark;		/* sync_lock: zr_data_syncfs()'s count of
-					 * what left RAM, at the last syncfs that
+					 * three fields below; taken under
+					 * retry_lock, takes the store's locks */
+	uint64_t sync_w, sync_r;	/* sync_lock: zr_data_syncfs()'s counts of
+					 * writes to the backing file and of what
+					 * left RAM, at the last syncfs that
 					 * succeeded */
 	bool sync_lost;			/* sync_lock (relaxed atomic to read): a
 					 * syncfs failed after data had left RAM,
@@ -276,6 +278,8 @@ struct zr_fs {
 					 * so */
 	uint64_t tb_writes;		/* relaxed atomic: writes to_backing() put
 					 * straight in the backing file */
+	uint64_t wb_writes;		/* relaxed atomic: writebacks begun
+					 * (zr_data_writeback_cb) */
 	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
 					 * chmod, chown or access ACL change
 					 * through the mount, and the owner's

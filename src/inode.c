@@ -497,8 +497,13 @@ void zr_fs_drop_orphans(struct zr_fs *fs)
 	size_t n = 0, cap;
 
 	pthread_mutex_lock(&fs->itable_lock);
-	cap = HASH_COUNT(fs->inodes) + HASH_COUNT(fs->dead);
-	v = calloc(cap ? cap : 1, sizeof(*v));
+	/* (counted first: a table of every inode could be large) */
+	cap = 0;
+	HASH_ITER(hh, fs->inodes, ino, tmp)
+		cap += ino->orphaned || ino->fd_pinned;
+	HASH_ITER(hh, fs->dead, ino, tmp)
+		cap += ino->orphaned || ino->fd_pinned;
+	v = cap ? calloc(cap, sizeof(*v)) : NULL;
 	if (v) {
 		HASH_ITER(hh, fs->inodes, ino, tmp)
 			if ((ino->orphaned || ino->fd_pinned) && n < cap) {

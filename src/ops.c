@@ -691,6 +691,10 @@ static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	ssize_t n;
 	int rc;
 
+	if (zr_is_ctl(ino)) {
+		fuse_reply_err(req, EINVAL);	/* (the kernel asks only of symlinks) */
+		return;
+	}
 	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
