@@ -2520,6 +2520,11 @@ void zr_op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	/* the reply's count is 32 bits: a kernel that does not cap @len
+	 * itself would see a copy of 4 GiB or more cut modulo 4 GiB (0 for
+	 * exactly 4 GiB, taken for the end of the file; helper-40); a
+	 * short count makes the caller go on */
+	len = ZR_MIN(len, (size_t)(UINT32_MAX & ~(uint32_t)4095));
 	buf = zr_session_reply_buf(chunk);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
