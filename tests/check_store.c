@@ -1994,6 +1994,15 @@ START_TEST(test_stats)
 }
 END_TEST
 
+/* Blocks 0..@n-1 of @f: text (seed = index) through @in, dirty. */
+static void write_text_dirty(struct zr_file *f, unsigned n, unsigned char *in, uint32_t bs)
+{
+	for (unsigned i = 0; i < n; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
+	}
+}
+
 /* A failed backing fsync: the clean blocks the store holds are marked
  * dirty again and written again by the next writeback; a range marks only
  * its own. */
@@ -2007,10 +2016,7 @@ START_TEST(test_redirty)
 	struct zr_file *f;
 
 	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
-	for (unsigned i = 0; i < 4; i++) {
-		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
-		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
-	}
+	write_text_dirty(f, 4, in, bs);
 	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
 	zr_store_get_stats(st, &s);
 	ck_assert_uint_eq(s.blocks_dirty, 0);
@@ -2052,10 +2058,7 @@ START_TEST(test_redirty_in_flight)
 	struct zr_file *f;
 
 	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
-	for (unsigned i = 0; i < 4; i++) {
-		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
-		ck_assert_int_eq(zr_file_write(f, i, in, ZR_WRITE_DIRTY), 0);
-	}
+	write_text_dirty(f, 4, in, bs);
 	r.redirty_file = f;
 	ck_assert_int_eq(zr_store_writeback_all(st, ZR_WB_ALL), 0);
 	ck_assert_uint_eq(r.redirtied, 4);

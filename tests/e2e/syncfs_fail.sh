@@ -18,10 +18,23 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/src"
-# (the daemon may be built with ASan, whose runtime wants to be first)
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+# mount_faulty: zramfs over $B with zr_fault.so failing syncfs while
+# $ZR_TMP/armed exists (the daemon may be built with ASan, whose runtime
+# wants to be first)
+mount_faulty() {
+	ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
+		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+		zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+}
+# lift_fault: the fault lifted, SIGHUP (try at once); the daemon must end
+# within 15 s, its status in ZR_WAIT_RC
+lift_fault() {
+	rm "$ZR_TMP/armed"
+	kill -HUP "$ZR_PID"
+	zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not finish within 15 s of SIGHUP"
+	ZR_PID=
+}
+mount_faulty
 cp "$ZR_TMP/src" "$ZR_MNT/f"
 [ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks before the unmount: the case is not tested"
 
@@ -40,11 +53,8 @@ kept=$(grep "final writeback failed" "$ZR_LOG" | tail -1 | sed -n 's/.*: \([0-9]
 [ "${kept:-0}" -ge 64 ] || fail "the blocks were not marked dirty again: $(grep "final writeback failed" "$ZR_LOG" | tail -1)"
 
 say "the fault lifted, SIGHUP: written again, synced, exit 0"
-rm "$ZR_TMP/armed"
-kill -HUP "$ZR_PID"
-zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not finish within 15 s of SIGHUP"
+lift_fault
 [ "$ZR_WAIT_RC" = 0 ] || fail "the daemon exited with status $ZR_WAIT_RC"
-ZR_PID=
 grep -q "final writeback done after" "$ZR_LOG" || fail "no 'done' line: $(tail -3 "$ZR_LOG")"
 cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not the data written"
 
@@ -55,9 +65,7 @@ cmp "$ZR_TMP/src" "$B/f" || fail "the backing file is not the data written"
 # once per open file)
 say "blocks written back and dropped, then a failed syncfs: exit status 1"
 rm -f "$B/f" "$B/g"
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+mount_faulty
 cp "$ZR_TMP/src" "$ZR_MNT/f"
 echo "writeback all" >"$ZR_MNT/.zramfs/control" || fail "'writeback all' failed"
 echo drop_clean >"$ZR_MNT/.zramfs/control" || fail "'drop_clean' failed"
@@ -65,11 +73,8 @@ cp "$ZR_TMP/src" "$ZR_MNT/g"
 touch "$ZR_TMP/armed"
 umount "$ZR_MNT" || fail "umount failed"
 sleep 2
-rm "$ZR_TMP/armed"
-kill -HUP "$ZR_PID"
-zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not finish within 15 s of SIGHUP"
+lift_fault
 [ "$ZR_WAIT_RC" = 1 ] || fail "the daemon exited with status $ZR_WAIT_RC, not 1, after data that had left RAM met a failed syncfs"
-ZR_PID=
 grep -q "may be lost" "$ZR_LOG" || fail "no 'may be lost' line: $(tail -3 "$ZR_LOG")"
 cmp "$ZR_TMP/src" "$B/g" || fail "g, held in RAM, is not whole in the backing directory"
 say "ok"
