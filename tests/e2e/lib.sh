@@ -110,6 +110,9 @@ zr_init() {
 		zr_need_tool mountpoint umount fusermount3
 		[ -x "$ZRAMFS" ] || fail "daemon '$ZRAMFS' is not built"
 	fi
+	# tests open thousands of files in one process: a login shell's
+	# soft limit (1024 on Debian) is raised to the hard one
+	ulimit -S -n "$(ulimit -H -n)" 2>/dev/null || true
 	ZR_TMP=$(mktemp -d "${TMPDIR:-/tmp}/zr-e2e-$ZR_TEST.XXXXXX") ||
 		fail "mktemp failed"
 	ZR_TMP=$(realpath "$ZR_TMP")

@@ -36,6 +36,9 @@ gone() {
 	done
 	return 1
 }
+# (on a failure, the unmount of zr_cleanup ends them; wait for them before
+# their backing directory goes)
+ZR_ATEXIT+=('gone || pkill -9 -f "zramfs.*$B"')
 
 for t in $TYPES; do
 	say "mount -t $t with options"
