@@ -362,7 +362,10 @@ static int ring_wait(struct zr_uring_ent *e, unsigned submit, uint64_t timeout_m
 		unsigned head = *e->cq_head;
 		int rc;
 
-		if (head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
+		/* (what is to submit goes first: a commit carries a reply,
+		 * which a completion already there, the stop's, must not
+		 * leave unsent, helper-43) */
+		if (!submit && head != __atomic_load_n(e->cq_tail, __ATOMIC_ACQUIRE)) {
 			struct io_uring_cqe *cqe = &e->cqes[head & *e->cq_mask];
 
 			*tag = cqe->user_data;
@@ -1216,6 +1219,7 @@ void *zr_uring_reply_buf(size_t size)
 bool zr_uring_may_wait(void)
 {
 	struct zr_uring_ent *e = cur;
+	unsigned qid;
 
 	if (!e)
 		return true;
@@ -1223,9 +1227,28 @@ bool zr_uring_may_wait(void)
 	 * left to serve the WRITEs (helper-12) */
 	if (__atomic_load_n(&stopping, __ATOMIC_ACQUIRE))
 		return false;
-	if (__atomic_load_n(&queues[e->qid].idle, __ATOMIC_ACQUIRE) > 0)
+	qid = e->qid;
+	if (e->unpinned || !e->pinned) {
+		/*
+		 * Not on its queue's CPU, maybe (place() widened it, or it
+		 * could not be pinned): the WRITEs go to the queue of the CPU
+		 * it runs on when it asks, so it stays there until place()
+		 * pins it back (helper-43).
+		 */
+		int cpu = sched_getcpu();
+
+		if (cpu < 0 || (unsigned)cpu >= n_ents / ZR_URING_MAX_PER_QUEUE ||
+		    !pin((unsigned)cpu))
+			return false;
+		if (!e->unpinned) {
+			e->unpinned = true;
+			__atomic_add_fetch(&n_unpinned, 1, __ATOMIC_RELAXED);
+		}
+		qid = (unsigned)cpu;
+	}
+	if (__atomic_load_n(&queues[qid].idle, __ATOMIC_ACQUIRE) > 0)
 		return true;
-	return grow_queue(e->qid, true);
+	return grow_queue(qid, true);
 }
 
 /*
