@@ -29,6 +29,10 @@ uint64_t zr_now_ms(void);
 /** Monotonic clock in nanoseconds. */
 uint64_t zr_now_ns(void);
 
+/** Whether the running kernel's release is @major.@minor or later (false
+ * when uname() fails or its release does not parse). */
+bool zr_kernel_at_least(int major, int minor);
+
 /* Store @now (zr_now_ms()) in @at, a relaxed atomic, unless it holds it
  * already: at most one store a millisecond to a line threads on every core
  * read and write. */

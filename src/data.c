@@ -2445,6 +2445,29 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 }
 
 /*
+ * Whether an invalidation of the kernel's cache waits for the WRITEs of
+ * the pages it was writing back. Before Linux 6.16, FUSE copied a page to
+ * a temporary one to write it back and ended the page's writeback at once:
+ * the invalidation then drops the page while its WRITE may still wait in
+ * the kernel's queue, and an lseek answered from our blocks would report a
+ * hole over that data (helper-37). There, the kernel answers instead, from
+ * its size: all data, no hole. Says so in the log once.
+ */
+static bool seek_sees_writeback(void)
+{
+	static int waits = -1;	/* relaxed atomic: -1 not asked yet */
+	int w = __atomic_load_n(&waits, __ATOMIC_RELAXED), unknown = -1;
+
+	if (w < 0) {
+		w = zr_kernel_at_least(6, 16);
+		if (__atomic_compare_exchange_n(&waits, &unknown, w, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED) && !w)
+			zr_log(ZR_LOG_INFO, "lseek: on this kernel (before 6.16) FUSE ends a page's writeback before zramfs has its data: SEEK_DATA and SEEK_HOLE are left to the kernel, which sees no holes");
+	}
+	return w > 0;
+}
+
+/*
  * SEEK_DATA/SEEK_HOLE: make the kernel write back what it holds, write our
  * dirty blocks back, then ask the backing file (exact holes).
  */
@@ -2475,9 +2498,10 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 * the other threads. Single-threaded, that would deadlock:
 		 * then let the kernel answer from its size (all data); so
 		 * would a ring thread whose queue has no other thread free
-		 * and cannot grow (zr_uring_may_wait()).
+		 * and cannot grow (zr_uring_may_wait()). So also on a kernel
+		 * that copies pages to write them back (seek_sees_writeback()).
 		 */
-		if (fs->opt->singlethread || !zr_uring_may_wait() ||
+		if (fs->opt->singlethread || !seek_sees_writeback() || !zr_uring_may_wait() ||
 		    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0) < 0) {
 			fuse_reply_err(req, ENOSYS);
 			return;

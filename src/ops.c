@@ -21,7 +21,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
-#include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -1618,14 +1617,8 @@ static bool offsets_survive_reopen(int fd)
 	case 0x6969:		/* nfs */
 		return true;
 	case 0x01021994:	/* tmpfs: stable offsets since 6.6 */
-		if (tmpfs_ok < 0) {
-			struct utsname u;
-			int major = 0, minor = 0;
-
-			tmpfs_ok = uname(&u) == 0 &&
-				   sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
-				   (major > 6 || (major == 6 && minor >= 6));
-		}
+		if (tmpfs_ok < 0)
+			tmpfs_ok = zr_kernel_at_least(6, 6);
 		return tmpfs_ok;
 	default:
 		return false;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,16 @@ void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns)
 uint64_t zr_now_ms(void)
 {
 	return zr_now_ns() / 1000000ull;
+}
+
+bool zr_kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int ma, mi;
+
+	if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &ma, &mi) != 2)
+		return false;
+	return ma > major || (ma == major && mi >= minor);
 }
 
 /* Whether the comma-separated @list (changed) names controller @ctrl. */

@@ -39,7 +39,9 @@
  * number, in which a new file may get it. With ZR_FAULT_MAKE_DELAY_MS=N,
  * the first symlinkat(2) while armed of a name whose last component is
  * ZR_FAULT_NAME does the same: a window between the daemon's making of a
- * node and its giving it to the caller.
+ * node and its giving it to the caller. With ZR_FAULT_UNAME=RELEASE,
+ * uname(2) reports that kernel release (armed or not): what the daemon
+ * does on an older kernel.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -51,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -413,4 +416,17 @@ int symlinkat(const char *target, int dirfd, const char *path)
 	if (!make_delayed(path, &ms))
 		return real(target, dirfd, path);
 	return held(real(target, dirfd, path), ms);
+}
+
+typedef int (*uname_fn)(struct utsname *);
+
+int uname(struct utsname *u)
+{
+	uname_fn real = (uname_fn)dlsym(RTLD_NEXT, "uname");
+	const char *rel = getenv("ZR_FAULT_UNAME");
+	int rc = real(u);
+
+	if (rc == 0 && rel && *rel)
+		snprintf(u->release, sizeof(u->release), "%s", rel);
+	return rc;
 }
