@@ -437,8 +437,10 @@ static void place(struct zr_uring_ent *e, bool bulk, bool idle)
 	e->bulk_run = 0;
 	if (!e->unpinned || (!idle && ++e->small_run < ZR_URING_REPIN))
 		return;
-	/* (should its CPU have gone, it stays unpinned: pin() logs why) */
+	/* (should its CPU have gone, it runs on any: pin() logs why) */
 	e->pinned = pin(e->qid);
+	if (!e->pinned && can_widen)
+		(void)sched_setaffinity(0, sizeof(any_cpu), &any_cpu);
 	e->unpinned = false;
 	e->small_run = 0;
 	__atomic_sub_fetch(&n_unpinned, 1, __ATOMIC_RELAXED);
@@ -460,9 +462,10 @@ static int ring_next(struct zr_uring_ent *e, unsigned submit, bool bulk,
 {
 	int rc;
 
-	/* (without big buffers the thread is pinned and served no bulk
-	 * request since its last pause: place() would do nothing) */
-	if (!e->big)
+	/* (without big buffers the thread served no bulk request since its
+	 * last pause and, unless zr_uring_may_wait() moved it, is pinned:
+	 * place() would do nothing) */
+	if (!e->big && !e->unpinned)
 		return ring_wait(e, submit, 0, tag, res);
 	/* submit on its own: io_uring_enter() that submits reports the
 	 * submission, not the timeout, and would wait twice as long */
