@@ -35,7 +35,7 @@
 # Output: build.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,plain,zramfs" 2400 60 "$@"
+bench_init "tmpfs,plain,zramfs" 2400 120 "$@"
 [ -d /sys/fs/cgroup/memory ] || die "the cgroup v1 memory controller is not at /sys/fs/cgroup/memory"
 
 if [ "$QUICK" = 1 ]; then

@@ -12,7 +12,7 @@
 # size, medians), dd_data.tsv (the input and its ratios).
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k" 900 60 "$@"
+bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-zstd,zramfs-16k" 900 120 "$@"
 [ "$QUICK" = 1 ] && SYSTEMS=${SYSTEMS//,zramfs-zstd/} && SYSTEMS=${SYSTEMS//,zramfs-16k/}
 
 if [ "$QUICK" = 1 ]; then

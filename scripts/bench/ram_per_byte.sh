@@ -19,7 +19,7 @@
 # the suite under 30 minutes).  Output: ram_per_byte.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,zram,zramfs" 600 40 "$@"
+bench_init "tmpfs,zram,zramfs" 600 120 "$@"
 
 # kernel_tree: the unpacked kernel source (unpacked into BENCH_CACHE on first
 # use), or nothing when linux-source is not installed.

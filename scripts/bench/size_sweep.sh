@@ -15,7 +15,7 @@
 # went around it).  Output: size_sweep.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "plain,zramfs" 600 40 "$@"
+bench_init "plain,zramfs" 600 120 "$@"
 command -v fio >/dev/null || die "fio is needed"
 
 if [ "$QUICK" = 1 ]; then WS=128; IO=256; PCTS="25 100"; else WS=512; IO=1024; PCTS="10 25 50 75 100"; fi

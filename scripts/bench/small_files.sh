@@ -17,7 +17,7 @@
 # round trips of each file cost.  Output: small_files.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-noxattr" 900 40 "$@"
+bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-noxattr" 900 120 "$@"
 
 if [ "$QUICK" = 1 ]; then COUNTS="2000"; else COUNTS=${SF_COUNTS:-10000 100000}; fi
 

@@ -11,7 +11,7 @@
 # Output: stream.tsv.
 . "$(dirname "$0")/lib.sh"
 
-bench_init "plain,zram,zramfs,zramfs-none" 600 40 "$@"
+bench_init "plain,zram,zramfs,zramfs-none" 600 120 "$@"
 
 if [ "$QUICK" = 1 ]; then
 	TOTAL=$((256 << 20)); BUDGET=64M
