@@ -49,6 +49,16 @@ static pthread_cond_t retry_cond;	/* on CLOCK_MONOTONIC, set up in main() */
 static bool retry_now;
 static bool session_over;
 
+/*
+ * The thread that runs the session loop (set before the loop starts), and
+ * whether the loop has returned (relaxed atomic). end_loop() wakes that
+ * thread with ZR_WAKE_SIG: fuse_session_exit() alone only sets a flag that
+ * the loop looks at between requests.
+ */
+static pthread_t loop_tid;
+static bool loop_done;
+#define ZR_WAKE_SIG SIGUSR1
+
 /* Longest wait between two attempts of the final writeback (s); and once
  * waits are that long, only one failure in ZR_RETRY_LOG_EVERY is logged. */
 #define ZR_RETRY_MAX_S 60
@@ -150,6 +160,64 @@ static bool ours_on_top(void)
 	       strcmp(top, the_fs.bdi) == 0;
 }
 
+/* ZR_WAKE_SIG's handler: nothing; the signal only interrupts a wait. */
+static void wake_handler(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * End the session loop when the mount cannot be unmounted (not root, and
+ * fusermount3 missing or failing). First the kernel is asked to send its
+ * dirty pages while the daemon still serves: a syncfs of the mount, which
+ * waits for their WRITEs to be answered since Linux 6.16. Before, FUSE ended
+ * a page's writeback once it had copied it, so the syncfs only queues the
+ * WRITEs: the daemon then waits until no request has come for
+ * ZR_DRAIN_QUIET_MS (ZR_DRAIN_MAX_MS at most), since libfuse drops what it
+ * reads once the session has exited (helper-46). Then the loop is ended. Its
+ * thread sleeps in sem_wait() (libfuse's multi-threaded loop) or read(2)
+ * (-s) and would only see fuse_session_exit()'s flag after a next request,
+ * which an idle mount, or one whose requests come through io_uring, may
+ * never bring (helper-43). So it is interrupted with ZR_WAKE_SIG, again
+ * every 100 ms until the loop has returned: a signal that came just before
+ * it went to sleep would be lost. (With -s, a request being served then may
+ * see its sleeps cut short.) Pages users dirty after the syncfs are lost
+ * with the session; the mount point stays, without a daemon, until someone
+ * unmounts it. Nothing is done when the session is already over (a failed
+ * start).
+ */
+#define ZR_DRAIN_QUIET_MS 200
+#define ZR_DRAIN_MAX_MS 10000
+static void end_loop(int sig)
+{
+	int fd = open(mount_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t t0 = zr_now_ms();
+	bool over;
+	int i;
+
+	if (fd < 0 || syncfs(fd) != 0)
+		zr_log(ZR_LOG_WARNING, "signal %d: cannot sync %s, the pages the kernel holds may be lost: %s",
+		       sig, mount_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	while (!zr_kernel_at_least(6, 16) && zr_now_ms() - t0 < ZR_DRAIN_MAX_MS &&
+	       zr_now_ms() - __atomic_load_n(&the_fs.req_last_ms, __ATOMIC_RELAXED) <
+		       ZR_DRAIN_QUIET_MS)
+		usleep(20 * 1000);
+	pthread_mutex_lock(&retry_lock);
+	over = session_over;
+	if (!over) {
+		zr_log(ZR_LOG_WARNING, "signal %d: cannot unmount %s: ending the session, then writing back; the mount point stays until it is unmounted (umount, fusermount3 -u)",
+		       sig, mount_path);
+		fuse_session_exit(the_fs.se);
+	}
+	pthread_mutex_unlock(&retry_lock);
+	for (i = 0; i < 600 && !over && !__atomic_load_n(&loop_done, __ATOMIC_RELAXED); i++) {
+		pthread_kill(loop_tid, ZR_WAKE_SIG);
+		usleep(100 * 1000);
+	}
+}
+
 /*
  * SIGTERM, SIGINT: unmount, while still serving, so that the kernel sends
  * its dirty pages before the session ends. When the path no longer holds
@@ -166,7 +234,7 @@ static bool ours_on_top(void)
 static void *signal_thread(void *arg)
 {
 	sigset_t *set = arg;
-	bool over, detached = false;
+	bool over, detached = false, ended = false;
 	int sig;
 
 	for (;;) {
@@ -179,6 +247,10 @@ static void *signal_thread(void *arg)
 			zr_log(ZR_LOG_INFO, "signal %d: writing back again now", sig);
 			retry_now = true;
 			pthread_cond_broadcast(&retry_cond);
+		} else if (ended) {
+			/* (end_loop() ran: the writeback follows the loop) */
+			zr_log(ZR_LOG_INFO, "signal %d: the session is ending", sig);
+			over = true;
 		} else if (sig != SIGHUP && (detached || !ours_on_top())) {
 			/* (under retry_lock, which final_writeback() takes
 			 * first: the store outlives this writeback) */
@@ -215,7 +287,8 @@ static void *signal_thread(void *arg)
 				continue;
 			}
 		}
-		fuse_session_exit(the_fs.se);
+		end_loop(sig);
+		ended = true;
 	}
 	return NULL;
 }
@@ -375,7 +448,7 @@ int main(int argc, char *argv[])
 	char err[512], real_mnt[PATH_MAX];
 	struct statvfs sv;
 	struct stat st;
-	sigset_t sigs;
+	sigset_t sigs, wake;
 	pthread_t sig_tid;
 	int root_fd = -1, rc, ret = 1;
 	bool uring_clean = true;	/* no ring thread left behind (uring.c) */
@@ -548,6 +621,15 @@ int main(int argc, char *argv[])
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* ZR_WAKE_SIG: blocked but in the loop's thread, and in the threads
+	 * libfuse starts from it and the ring threads those start (a SIGUSR1
+	 * sent to the daemon from outside may cut one of their waits short,
+	 * which they retry; it used to end the daemon).
+	 * No SA_RESTART: it is to interrupt sem_wait() and read(2). */
+	sigemptyset(&wake);
+	sigaddset(&wake, ZR_WAKE_SIG);
+	pthread_sigmask(SIG_BLOCK, &wake, NULL);
+	sigaction(ZR_WAKE_SIG, &(struct sigaction){ .sa_handler = wake_handler }, NULL);
 
 	if (fuse_session_mount(the_fs.se, real_mnt) != 0) {
 		fprintf(stderr, "zramfs: cannot mount on '%s'\n", real_mnt);
@@ -562,6 +644,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	if (!opt.foreground)
 		zr_log_use_syslog("zramfs");
+	loop_tid = pthread_self();	/* (before a signal may need it) */
 	if (pthread_create(&sig_tid, NULL, signal_thread, &sigs) != 0)
 		goto out_unmount;
 	pthread_setname_np(sig_tid, "zramfs-signal");
@@ -577,6 +660,7 @@ int main(int argc, char *argv[])
 		goto out_unmount;
 	}
 
+	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
 	if (opt.singlethread) {
 		rc = fuse_session_loop(the_fs.se);
 	} else {
@@ -593,6 +677,8 @@ int main(int argc, char *argv[])
 		rc = fuse_session_loop_mt(the_fs.se, loop_cfg);
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
+	pthread_sigmask(SIG_BLOCK, &wake, NULL);
+	__atomic_store_n(&loop_done, true, __ATOMIC_RELAXED);
 	uring_clean = zr_uring_stop();
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
@@ -606,6 +692,7 @@ out_unmount:
 	pthread_mutex_lock(&retry_lock);
 	session_over = true;
 	pthread_mutex_unlock(&retry_lock);
+	__atomic_store_n(&loop_done, true, __ATOMIC_RELAXED);	/* (a failed start) */
 	fuse_session_unmount(the_fs.se);
 	if (!uring_clean) {
 		/* a ring thread may still use the session and the file

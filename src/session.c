@@ -752,8 +752,9 @@ static void set_blocking(bool on)
  * @return what read(2) returned: the request's length, or -1 with errno
  * set (ENODEV once the file system is unmounted); -1 with errno EAGAIN
  * when this thread has lost the role meanwhile (the watchdog took it over
- * while this thread was held up on its way here). ENOENT (a request the
- * kernel dropped while we copied it) is retried.
+ * while this thread was held up on its way here); -1 with errno EINTR when
+ * a signal interrupted it and the session is to end (main.c's end_loop()).
+ * ENOENT (a request the kernel dropped while we copied it) is retried.
  */
 static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 {
@@ -777,6 +778,8 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 		err = errno;
 		if (n >= 0 || (err != EAGAIN && err != EINTR && err != ENOENT))
 			break;
+		if (err == EINTR && fuse_session_exited(fs->se))
+			break;	/* (main.c's end_loop()) */
 		if (err != EAGAIN)
 			continue;
 		if (!deadline && bursting(fs)) {
@@ -798,8 +801,11 @@ static ssize_t lead_read(struct zr_fs *fs, void *buf, size_t len)
 			if (__atomic_load_n(&poll_blocking, __ATOMIC_RELAXED))
 				continue;
 		}
-		if (idle_poll(&pfd) < 0 && errno != EINTR)
-			return -1;
+		if (idle_poll(&pfd) < 0) {
+			err = errno;
+			if (err != EINTR || fuse_session_exited(fs->se))
+				break;
+		}
 	}
 	if (deadline)
 		spun(spin_max, t0, zr_now_ns());

@@ -237,7 +237,8 @@ zr_wait_pid() {
 # the background, records its PID in ZR_PID and waits (10 s at most) until
 # MNT (BACKING when MNT is absent: a mount over itself) is mounted.  Sets
 # ZR_MNT to the path the test must use and ZR_BACKING.  Fails, showing the
-# daemon's output, if the daemon exits or does not mount.
+# daemon's output, if the daemon exits or does not mount.  ZR_DAEMON_ARGS
+# adds words to the command line (-s).
 zr_mount() {
 	local opts=$1 backing=$2 mnt=${3:-$2} n
 	ZR_BACKING=$backing
@@ -250,6 +251,8 @@ zr_mount() {
 	ZR_NMOUNT=$((ZR_NMOUNT + 1))
 	ZR_LOG="$ZR_TMP/daemon.$ZR_NMOUNT.log"
 	local args=(-f)
+	# (ZR_DAEMON_ARGS: more words for the daemon's command line, as -s)
+	[ -n "${ZR_DAEMON_ARGS:-}" ] && read -r -a args <<<"-f $ZR_DAEMON_ARGS"
 	[ -n "${ZR_E2E_OPTS:-}" ] && opts=${opts:+$opts,}$ZR_E2E_OPTS
 	[ -n "$opts" ] && args+=(-o "$opts")
 	args+=("$backing")

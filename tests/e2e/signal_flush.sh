@@ -7,7 +7,14 @@
 # end the daemon while a user still holds a file with pages the kernel has
 # not sent (they would be lost); so must a SIGTERM after someone else's
 # umount -l.  A mount covered by another: SIGTERM leaves the one on top
-# alone.
+# alone.  A mount that cannot be unmounted (umount2 refused by zr_fault.so,
+# fusermount3 failing, as for a daemon that is not root without a working
+# fusermount3; run as root only, like the cases before it):
+# SIGTERM ends the session although no request comes, and writes
+# everything back, with -s too, also while a file is held open.  (The
+# daemon's syncfs of the mount, for the pages the kernel still holds, is
+# not proven here: FUSE's strict per-mount dirty limit makes the kernel
+# send a fresh mount's pages almost at once.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "signals the daemon"
@@ -108,3 +115,43 @@ zr_running "$pid" || fail "the daemon exited while its mount is still there, und
 umount "$M" || fail "cannot unmount the tmpfs"
 zr_umount
 [ "$(cat "$B/f")" = data ] || fail "f is not in the backing directory"
+
+say "SIGTERM when the mount cannot be unmounted"
+FAULT=$(zr_helper zr_fault.so)
+mkdir -p "$ZR_TMP/fakebin"
+printf '#!/bin/sh\nexit 1\n' >"$ZR_TMP/fakebin/fusermount3"
+chmod +x "$ZR_TMP/fakebin/fusermount3"
+for dargs in "" "-s"; do
+	for phase in idle held; do
+		say "${dargs:-multi-threaded}, $phase"
+		rm -rf "${B:?}"/*
+		ZR_DAEMON_ARGS=$dargs ZR_FAULT_UMOUNT=1 PATH="$ZR_TMP/fakebin:$PATH" \
+			LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+			zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+		pid=$ZR_PID
+		if [ $phase = idle ]; then
+			# everything in the daemon's tier, dirty; then no request
+			cp -a "$S/." "$ZR_MNT/"
+			sync -f "$ZR_MNT"
+			[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks before SIGTERM"
+		else
+			# the file stays open (a close would send the kernel's
+			# pages and wait for them)
+			exec 7>"$ZR_MNT/held"
+			cat "$ZR_TMP/held.src" >&7
+		fi
+		kill -s TERM "$pid"
+		zr_wait_pid "$pid" 20 || fail "the daemon did not exit within 20 s of SIGTERM ($phase), its mount not unmountable"
+		rc=$ZR_WAIT_RC
+		ZR_PID=
+		exec 7>&-
+		grep -q "cannot unmount" "$ZR_LOG" || fail "the daemon did not say it could not unmount"
+		umount "$M" 2>/dev/null || umount -l "$M" || fail "cannot unmount the daemon's dead mount"
+		[ "$rc" = 0 ] || fail "daemon exited with status $rc after SIGTERM ($phase)"
+		if [ $phase = idle ]; then
+			zr_same_sums "$ZR_TMP/sums" "$B" "backing directory after SIGTERM (idle, not unmountable)"
+		else
+			cmp "$ZR_TMP/held.src" "$B/held" || fail "the bytes written through the held fd are not all in the backing file"
+		fi
+	done
+done

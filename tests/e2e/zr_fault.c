@@ -41,7 +41,8 @@
  * ZR_FAULT_NAME does the same: a window between the daemon's making of a
  * node and its giving it to the caller. With ZR_FAULT_UNAME=RELEASE,
  * uname(2) reports that kernel release (armed or not): what the daemon
- * does on an older kernel.
+ * does on an older kernel. With ZR_FAULT_UMOUNT=1, umount2(2) fails with
+ * EPERM (armed or not), as for a daemon that is not root.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -53,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -429,4 +431,17 @@ int uname(struct utsname *u)
 	if (rc == 0 && rel && *rel)
 		snprintf(u->release, sizeof(u->release), "%s", rel);
 	return rc;
+}
+
+typedef int (*umount2_fn)(const char *, int);
+
+int umount2(const char *target, int flags)
+{
+	const char *on = getenv("ZR_FAULT_UMOUNT");
+
+	if (on && strcmp(on, "1") == 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return ((umount2_fn)dlsym(RTLD_NEXT, "umount2"))(target, flags);
 }
