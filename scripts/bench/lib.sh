@@ -161,6 +161,8 @@ machine_desc() {
 	echo "ram: $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "root: $(findmnt -n -o SOURCE,FSTYPE /)"
 	echo "disk dir: ${BENCH_DISK:-/var/tmp} on $(findmnt -n -o SOURCE,FSTYPE --target "${BENCH_DISK:-/var/tmp}")"
+	[ -n "$(dev_written "${BENCH_DISK:-/var/tmp}")" ] ||
+		echo "warning: no block device in /proc/diskstats for ${BENCH_DISK:-/var/tmp}: the bytes written to disk are not measured (0)"
 	echo "zramfs: $ZRAMFS ($("$ZRAMFS" --version 2>&1 | grep -i zramfs | head -1))"
 	echo "other fuse mounts: $(awk '$3 ~ /^fuse/' /proc/mounts | wc -l)"
 	# what a FUSE round trip costs here depends on these: without a
@@ -351,12 +353,31 @@ daemon_cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat
 # daemon_rss PID: resident bytes.
 daemon_rss() { awk '/^VmRSS:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
 
-# disk_written: bytes written so far to the device of the filesystem that
-# holds BENCH_TMP (the plain system and the zramfs backing directories).
+# dev_written DIR: bytes written so far to the device of the filesystem
+# that holds DIR, found in /proc/diskstats by its device number (LVM and dm
+# devices, partitions, loop devices), else by its name (btrfs, whose device
+# numbers are anonymous); nothing when there is none (overlay, nfs).
+dev_written() {
+	local majmin src
+	majmin=$(findmnt -n -o MAJ:MIN --target "$1")
+	src=$(findmnt -n -o SOURCE --target "$1")
+	src=$(basename "${src%%\[*}")
+	awk -v mm="${majmin// /}" -v d="$src" '
+		$1 ":" $2 == mm { by_num = $10 * 512 }
+		$3 == d { by_name = $10 * 512 }
+		END {
+			if (by_num != "") printf "%.0f\n", by_num
+			else if (by_name != "") printf "%.0f\n", by_name
+		}' /proc/diskstats
+}
+
+# disk_written: dev_written of BENCH_TMP (the plain system and the zramfs
+# backing directories); 0 when there is no device (the machine description
+# says so).
 disk_written() {
-	local dev
-	dev=$(basename "$(findmnt -n -o SOURCE --target "$BENCH_TMP")")
-	awk -v d="$dev" '$3 == d { printf "%.0f\n", $10 * 512 }' /proc/diskstats
+	local v
+	v=$(dev_written "$BENCH_TMP")
+	echo "${v:-0}"
 }
 
 # mem_used DIR: RAM (bytes) the system behind DIR holds for its data, page
