@@ -500,6 +500,7 @@ void zr_data_ghost_free(struct zr_fs *fs);
 
 int zr_session_hook(struct zr_fs *fs);
 void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n);
+bool zr_session_drained(struct zr_fs *fs);
 
 /* uring.c: FUSE over io_uring (uring=on) */
 int zr_uring_prepare(struct zr_fs *fs, size_t max_payload);

@@ -7,8 +7,10 @@
  * filesystem (so that the kernel first sends us its own dirty pages) while
  * the workers keep serving; the session loop then ends by itself and the
  * final writeback runs, for as long as it takes (final_writeback()); a
- * signal then only makes it try again at once. Everything that can be wrong with the arguments is
- * found before the mount, so a refused mount leaves nothing behind.
+ * signal then only makes it try again at once. When no unmount works, the
+ * signal thread ends the session loop itself (end_loop()). Everything that
+ * can be wrong with the arguments is found before the mount, so a refused
+ * mount leaves nothing behind.
  */
 #include "config.h"
 
@@ -166,44 +168,57 @@ static void wake_handler(int sig)
 	(void)sig;
 }
 
+/* Poke the loop's thread with ZR_WAKE_SIG every 100 ms, for 60 s at most,
+ * until the loop has returned (end_loop()). */
+static void poke_loop(void)
+{
+	for (int i = 0; i < 600 && !__atomic_load_n(&loop_done, __ATOMIC_RELAXED); i++) {
+		pthread_kill(loop_tid, ZR_WAKE_SIG);
+		usleep(100 * 1000);
+	}
+}
+
 /*
  * End the session loop when the mount cannot be unmounted (not root, and
  * fusermount3 missing or failing). First the kernel is asked to send its
- * dirty pages while the daemon still serves: a syncfs of the mount, which
- * waits for their WRITEs to be answered since Linux 6.16. Before, FUSE ended
- * a page's writeback once it had copied it, so the syncfs only queues the
- * WRITEs: the daemon then waits until no request has come for
- * ZR_DRAIN_QUIET_MS (ZR_DRAIN_MAX_MS at most), since libfuse drops what it
- * reads once the session has exited (helper-46). Then the loop is ended. Its
- * thread sleeps in sem_wait() (libfuse's multi-threaded loop) or read(2)
- * (-s) and would only see fuse_session_exit()'s flag after a next request,
- * which an idle mount, or one whose requests come through io_uring, may
- * never bring (helper-43). So it is interrupted with ZR_WAKE_SIG, again
- * every 100 ms until the loop has returned: a signal that came just before
- * it went to sleep would be lost. (With -s, a request being served then may
- * see its sleeps cut short.) Pages users dirty after the syncfs are lost
- * with the session; the mount point stays, without a daemon, until someone
- * unmounts it. Nothing is done when the session is already over (a failed
- * start).
+ * dirty pages while the daemon still serves: a syncfs of the mount. It does
+ * not wait for their WRITEs on every kernel (before 6.16 FUSE ended a
+ * page's writeback once it had copied it, and later kernels may skip FUSE
+ * in the syncfs's wait), and libfuse drops what it reads once the session
+ * has exited: so the daemon then waits, ZR_DRAIN_MAX_MS at most, until
+ * nothing waits in /dev/fuse and nothing read from it is still served,
+ * twice in a row (zr_session_drained(); helper-46, helper-47). Then the
+ * loop is ended. Its thread sleeps in sem_wait() (libfuse's multi-threaded
+ * loop) or read(2) (-s) and would only see fuse_session_exit()'s flag after
+ * a next request, which an idle mount, or one whose requests come through
+ * io_uring, may never bring (helper-43). So it is interrupted with
+ * ZR_WAKE_SIG, again every 100 ms until the loop has returned: a signal
+ * that came just before it went to sleep would be lost. (With -s, a
+ * request being served then may see its sleeps cut short.) Pages users
+ * dirty after the drain are lost with the session; the mount point stays,
+ * without a daemon, until someone unmounts it. Nothing is done when the
+ * session is already over (a failed start).
  */
-#define ZR_DRAIN_QUIET_MS 200
 #define ZR_DRAIN_MAX_MS 10000
 static void end_loop(int sig)
 {
 	int fd = open(mount_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	uint64_t t0 = zr_now_ms();
+	int quiet = 0;
 	bool over;
-	int i;
 
 	if (fd < 0 || syncfs(fd) != 0)
 		zr_log(ZR_LOG_WARNING, "signal %d: cannot sync %s, the pages the kernel holds may be lost: %s",
 		       sig, mount_path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	while (!zr_kernel_at_least(6, 16) && zr_now_ms() - t0 < ZR_DRAIN_MAX_MS &&
-	       zr_now_ms() - __atomic_load_n(&the_fs.req_last_ms, __ATOMIC_RELAXED) <
-		       ZR_DRAIN_QUIET_MS)
+	while (quiet < 2 && zr_now_ms() - t0 < ZR_DRAIN_MAX_MS) {
 		usleep(20 * 1000);
+		quiet = zr_session_drained(&the_fs) ? quiet + 1 : 0;
+	}
+	if (quiet < 2)
+		zr_log(ZR_LOG_WARNING, "signal %d: requests still come after %d s: those not yet read will fail",
+		       sig, ZR_DRAIN_MAX_MS / 1000);
 	pthread_mutex_lock(&retry_lock);
 	over = session_over;
 	if (!over) {
@@ -212,10 +227,8 @@ static void end_loop(int sig)
 		fuse_session_exit(the_fs.se);
 	}
 	pthread_mutex_unlock(&retry_lock);
-	for (i = 0; i < 600 && !over && !__atomic_load_n(&loop_done, __ATOMIC_RELAXED); i++) {
-		pthread_kill(loop_tid, ZR_WAKE_SIG);
-		usleep(100 * 1000);
-	}
+	if (!over)
+		poke_loop();
 }
 
 /*
@@ -228,8 +241,10 @@ static void end_loop(int sig)
  * over its mount point) or on it, and ending the session while the
  * mount's users still hold files lost the pages the kernel had not sent
  * yet (helper-24's, helper-25's and helper-26's reviews). The daemon exits when the
- * last user leaves; SIGKILL then loses only those pages. SIGHUP, and any
- * signal once the session is over: retry a failed final writeback now.
+ * last user leaves; SIGKILL then loses only those pages. When the mount
+ * cannot be unmounted, end_loop() ends the session; a signal after it only
+ * wakes the loop again. SIGHUP, and any signal once the session is over:
+ * retry a failed final writeback now.
  */
 static void *signal_thread(void *arg)
 {
@@ -248,7 +263,8 @@ static void *signal_thread(void *arg)
 			retry_now = true;
 			pthread_cond_broadcast(&retry_cond);
 		} else if (ended) {
-			/* (end_loop() ran: the writeback follows the loop) */
+			/* (end_loop() ran: the writeback follows the loop;
+			 * wake the loop again in case it has not returned) */
 			zr_log(ZR_LOG_INFO, "signal %d: the session is ending", sig);
 			over = true;
 		} else if (sig != SIGHUP && (detached || !ours_on_top())) {
@@ -263,6 +279,8 @@ static void *signal_thread(void *arg)
 			over = true;	/* (nothing more to do for this one) */
 		}
 		pthread_mutex_unlock(&retry_lock);
+		if (ended)
+			poke_loop();	/* (returns at once once the loop has) */
 		if (sig == SIGHUP || over)
 			continue;
 		zr_log(ZR_LOG_INFO, "signal %d: unmounting %s", sig, mount_path);

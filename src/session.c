@@ -189,6 +189,40 @@ static uint64_t spin_idle0, spin_total0, spin_ns0;	/* spin_lock: at the last loo
 static uint64_t spin_ns;	/* relaxed atomic: time the leader read in a loop */
 static uint64_t n_spin_stops;	/* relaxed atomic: looks that stopped the polling */
 
+/*
+ * Which threads serve a request read from /dev/fuse and have not come back
+ * to read the next one (zr_session_drained()): one slot each, written only
+ * by its thread (a line of its own: no shared counter on the hot path),
+ * taken at its first read under serving_lock. Threads past the slots count
+ * in serving_extra (relaxed atomic).
+ */
+#define ZR_SERVING_SLOTS 64
+static struct {
+	bool on;	/* relaxed atomic */
+} __attribute__((aligned(64))) serving_slot[ZR_SERVING_SLOTS];
+static unsigned n_serving_slots;	/* taken; serving_lock, read relaxed */
+static unsigned serving_extra;
+static pthread_mutex_t serving_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int my_slot = -1;	/* -2: none left, count in serving_extra */
+static __thread bool serving;	/* this thread serves a request */
+
+/* Say whether this thread serves a request (zr_io_read()). */
+static void set_serving(bool on)
+{
+	serving = on;
+	if (my_slot == -1) {
+		pthread_mutex_lock(&serving_lock);
+		my_slot = n_serving_slots < ZR_SERVING_SLOTS ?
+			  (int)__atomic_fetch_add(&n_serving_slots, 1, __ATOMIC_RELAXED) : -2;
+		pthread_mutex_unlock(&serving_lock);
+	}
+	if (my_slot >= 0)
+		__atomic_store_n(&serving_slot[my_slot].on, on, __ATOMIC_RELEASE);
+	else if (on)
+		__atomic_add_fetch(&serving_extra, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(&serving_extra, 1, __ATOMIC_RELAXED);
+}
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
@@ -953,6 +987,8 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 	int cstate;
 	ssize_t n;
 
+	if (serving)
+		set_serving(false);
 	rbuf = buf;
 	rbuf_len = len;
 	if (my_bulk)
@@ -969,10 +1005,33 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		big_now = true;
 	if (n < (ssize_t)sizeof(*in))
 		return n;
+	set_serving(true);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
 	zr_session_note_request(fs, buf, (size_t)n);
 	pthread_setcancelstate(cstate, NULL);
 	return n;
+}
+
+/**
+ * zr_session_drained() - whether no request waits in /dev/fuse to be read
+ * and none read from it is still being served: then the kernel has nothing
+ * queued for the daemon either, since a background request (a WRITE of the
+ * writeback) is moved to the readable queue as one before it is answered.
+ * A request between its read and its count is missed: ask twice, some time
+ * apart. Requests through io_uring are not counted.
+ * @return true or false (true when poll(2) fails).
+ */
+bool zr_session_drained(struct zr_fs *fs)
+{
+	struct pollfd p = { .fd = fuse_session_fd(fs->se), .events = POLLIN };
+	unsigned n = __atomic_load_n(&n_serving_slots, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n(&serving_extra, __ATOMIC_RELAXED))
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (__atomic_load_n(&serving_slot[i].on, __ATOMIC_ACQUIRE))
+			return false;
+	return poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN);
 }
 
 /*
