@@ -198,7 +198,7 @@ static uint64_t n_spin_stops;	/* relaxed atomic: looks that stopped the polling 
  */
 #define ZR_SERVING_SLOTS 64
 static struct {
-	bool on;	/* relaxed atomic */
+	bool on;	/* atomic: release store, acquire load */
 } __attribute__((aligned(64))) serving_slot[ZR_SERVING_SLOTS];
 static unsigned n_serving_slots;	/* taken; serving_lock, read relaxed */
 static unsigned serving_extra;
@@ -223,6 +223,7 @@ static void set_serving(bool on)
 	else
 		__atomic_sub_fetch(&serving_extra, 1, __ATOMIC_RELAXED);
 }
+
 static __thread char *rbuf;	/* this thread's request buffer (libfuse's) */
 static __thread size_t rbuf_len;	/* its length */
 static __thread size_t rbuf_used;	/* most of it a request filled since the last trim */
