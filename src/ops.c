@@ -129,11 +129,14 @@ static int at_stat(const struct zr_at *at, struct stat *st)
 
 /*
  * Whether nothing but the kernel holds @ino, whose last name went: no
- * handle, no pinned fd, no orphan name. Caller holds ino->lock.
+ * handle, no pinned fd, no orphan name. A removed directory may be open
+ * without a pinned fd (past dir_pins_max()): it counts too, since nothing
+ * but its kept attributes can answer for it. Caller holds ino->lock.
  */
 static bool gone_only(struct zr_inode *ino)
 {
-	return ino->gone_st && !ino->fd_pinned && ino->open_count == 0 &&
+	return ino->gone_st && !ino->fd_pinned &&
+	       (ino->open_count == 0 || S_ISDIR(ino->type)) &&
 	       !__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED);
 }
 
@@ -941,13 +944,19 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *    (zr_dir_unpin()), so that fstat and readdir still reach it.
  * @return 0, or -errno when that cannot be done: the name must then stay
  * (out of fds, or the backing filesystem refuses the writeback). Keeping
- * a directory that is only looked up is best effort: each one holds an fd
- * (a process can hold thousands by O_PATH descriptors, which send no
- * OPENDIR), so past dir_pins_max() or out of fds it goes without.
+ * a removed directory is best effort: each one holds an fd, and a process
+ * can hold thousands, by O_PATH descriptors (which send no OPENDIR) or
+ * open ones (an open directory costs no fd until it is read), so past
+ * dir_pins_max() or out of fds it goes without: its listing is then empty
+ * all the same (do_readdir()), and an fstat through it is answered from
+ * the attributes kept at the removal (gone_stat()) (helper-48:
+ * 20 processes holding 1000 open directories each, then removing them,
+ * took every fd the daemon could open, and every WRITE failed).
  */
-/* Removed directories that only the kernel holds (working directories,
- * O_PATH descriptors) keep a pinned fd up to this many: a quarter of
- * max_fds, at least 16, so that they cannot take the daemon's fds. */
+/* Removed directories that are open or only held by the kernel (working
+ * directories, O_PATH descriptors) keep a pinned fd up to this many: a
+ * quarter of max_fds, at least 16, so that they cannot take the daemon's
+ * fds. */
 static unsigned dir_pins_max(const struct zr_fs *fs)
 {
 	return ZR_MAX(fs->opt->max_fds / 4, 16u);
@@ -989,15 +998,14 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	    (victim->open_count == 0 &&
 	     !(S_ISDIR(victim->type) && zr_inode_looked_up(fs, victim))))
 		return 0;
-	/* one only looked up (not open) is kept when it can be: at most
-	 * dir_pins_max() of them, and not when out of fds; its removal goes
-	 * on as it used to */
-	if (victim->open_count == 0 &&
+	/* a directory is kept when it can be: at most dir_pins_max() of
+	 * them, and not when out of fds; its removal goes on as it used to */
+	if (S_ISDIR(victim->type) &&
 	    __atomic_load_n(&fs->dir_pins, __ATOMIC_RELAXED) >= dir_pins_max(fs))
 		return 0;
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
-		return victim->open_count == 0 ? 0 : fd;
+		return victim->open_count == 0 || S_ISDIR(victim->type) ? 0 : fd;
 	zr_fd_pin(fs, victim);
 	zr_fd_put(fs, victim);
 	victim->fd_pinned = true;
