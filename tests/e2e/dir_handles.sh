@@ -115,39 +115,35 @@ except OSError as e:
     print("FAIL: a removed working directory: %s" % e)
     bad = 1
 os.chdir("/")
+# remove_held(PREFIX, FLAGS, WHAT): make 200 directories, hold each by
+# os.open(FLAGS), remove them all; fail if the daemon then holds more than
+# max_fds/4 (16) fds, and a few, between them. Returns the descriptors.
+def remove_held(prefix, flags, what):
+    global bad
+    base = daemon_fds()
+    held = []
+    for i in range(200):
+        os.mkdir("%s/%s%d" % (m, prefix, i))
+        held.append(os.open("%s/%s%d" % (m, prefix, i), flags))
+    for i in range(200):
+        os.rmdir("%s/%s%d" % (m, prefix, i))
+    grew = daemon_fds() - base
+    print("     200 directories %s: %d more daemon fds" % (what, grew))
+    if grew > 16 + 8:
+        print("FAIL: the daemon holds %d more fds for directories %s" % (grew, what))
+        bad = 1
+    return held
+
 # ... but not at any cost: 200 removed directories held by O_PATH
 # descriptors (no OPENDIR) keep at most max_fds/4 fds between them
-base = daemon_fds()
-held = []
-for i in range(200):
-    os.mkdir("%s/op%d" % (m, i))
-    held.append(os.open("%s/op%d" % (m, i), os.O_PATH))
-for i in range(200):
-    os.rmdir("%s/op%d" % (m, i))
-grew = daemon_fds() - base
-print("     200 removed directories held by O_PATH: %d more daemon fds" % grew)
-if grew > 16 + 8:
-    print("FAIL: the daemon holds %d more fds for removed directories" % grew)
-    bad = 1
-for h in held:
+for h in remove_held("op", os.O_PATH, "removed while held by O_PATH"):
     os.close(h)
-# nor for open ones (helper-48: an open directory costs no fd until it is
+# nor open ones (helper-48: an open directory costs no fd until it is
 # read, so a user could hold thousands and remove them, and the pins took
 # every fd the daemon could open): 200 removed while open keep at most
 # max_fds/4 fds between them, each lists empty with a link count of 0, and
 # files are still written
-base = daemon_fds()
-held = []
-for i in range(200):
-    os.mkdir("%s/od%d" % (m, i))
-    held.append(os.open("%s/od%d" % (m, i), os.O_RDONLY | os.O_DIRECTORY))
-for i in range(200):
-    os.rmdir("%s/od%d" % (m, i))
-grew = daemon_fds() - base
-print("     200 directories removed while open: %d more daemon fds" % grew)
-if grew > 16 + 8:
-    print("FAIL: the daemon holds %d more fds for removed open directories" % grew)
-    bad = 1
+held = remove_held("od", os.O_RDONLY | os.O_DIRECTORY, "removed while open")
 listed = [k for k, h in enumerate(held) if os.listdir(h)]
 if listed:
     print("FAIL: %d removed open directories list entries" % len(listed))
