@@ -142,7 +142,9 @@ struct zr_inode {
 	bool kept;			/* itable_lock: on zr_fs.kept */
 
 	struct zr_alias *aliases;	/* ns_lock: names in the backing tree */
-	bool unlinked;			/* ns_lock: no name left (but the orphan's) */
+	bool unlinked;			/* ns_lock: no name left (but the orphan's);
+					 * false for an orphan with links we never
+					 * looked up (zr_orphan_attach()) */
 	bool orphaned;			/* ns_lock (relaxed atomic stores and loads): its
 					 * last name went while open; its one name is in
 					 * fs->orphans */
@@ -297,6 +299,11 @@ struct zr_fs {
 	unsigned ndirh;			/* dirh_lock */
 	unsigned dir_pins;		/* atomic: removed directories with a pinned fd
 					 * (ops.c prepare_unlink, zr_dir_unpin) */
+	unsigned file_pins;		/* atomic: files unlinked while open with a
+					 * pinned fd (ops.c prepare_unlink, undo_pin,
+					 * release_pinned) */
+	bool file_pins_said;		/* relaxed atomic: the log said file_pins
+					 * reached its cap */
 
 	/* statistics of the daemon itself (relaxed atomics) */
 	uint64_t bytes_read_backing;
@@ -444,7 +451,7 @@ void zr_inode_removed(struct zr_fs *fs, struct zr_inode *ino, bool gone);
 int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
 		   char oname[NAME_MAX + 1]);
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
-void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino);
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, bool linked);
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fs_drop_orphans(struct zr_fs *fs);
 bool zr_inode_looked_up(struct zr_fs *fs, struct zr_inode *ino);

@@ -402,15 +402,18 @@ void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
  * zr_orphan_attach() - the user's last name of @ino went; its name in the
  * orphan directory (from zr_orphan_link()) is now the one it is reached
  * by, and does not count as a link (zr_data_fix_stat()). The file counts
- * as unlinked unless a link to it was made meanwhile. Caller holds
- * ino->lock for writing.
+ * as unlinked unless a link to it was made meanwhile, or it has links we
+ * never looked up (@linked: its link count was above 1 before the unlink);
+ * those are written back as any file's (zr_data_may_expire_cb()).
+ * Caller holds ino->lock for writing.
  */
-void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino)
+void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, bool linked)
 {
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	__atomic_store_n(&ino->orphaned, true, __ATOMIC_RELAXED);
-	ino->unlinked = !ino->aliases || (ino->aliases->parent == &fs->orphans &&
-					  !ino->aliases->next);
+	ino->unlinked = !linked &&
+			(!ino->aliases || (ino->aliases->parent == &fs->orphans &&
+					   !ino->aliases->next));
 	pthread_rwlock_unlock(&fs->ns_lock);
 	__atomic_add_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
 }
@@ -418,15 +421,22 @@ void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino)
 /**
  * zr_orphan_remove() - the last close of an orphaned @ino: remove its name
  * in the orphan directory (when unlinkat fails, it is forgotten all the
- * same and logged: the next mount removes it). Caller holds ino->lock for
- * writing. @return whether the file has other names (a link made while its
- * last name went): then its data stays, to be written back.
+ * same and logged: the next mount removes it). A file with links we never
+ * looked up has its dirty blocks written back first, while the orphan's
+ * name still reaches it: they are those links' data. When that fails
+ * (a full disk) the orphan stays as it is, its blocks dirty, written back
+ * as any file's until the unmount, whose orphan directory goes at the next
+ * mount. Caller holds ino->lock for writing. @return whether the file's
+ * data stays: it has other names we know (a link made while its last name
+ * went), or its writeback failed.
  */
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 {
 	char name[NAME_MAX + 1] = "";
 	struct zr_alias *a;
-	bool none, early;
+	struct stat st;
+	bool none, early, linked;
+	int rc;
 
 	pthread_rwlock_rdlock(&fs->ns_lock);
 	for (a = ino->aliases; a; a = a->next)
@@ -435,8 +445,22 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
+	/* (a failed fstatat counts as no other link: the data goes, as it
+	 * went before such files had an orphan's name) */
+	linked = fstatat(fs->orphans.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		 st.st_nlink > 1;
+	if (linked) {
+		rc = zr_data_writeback_inode(fs, ino);
+		if (rc) {
+			zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s until the next mount: the data for its other links could not be written back (%s), and is kept until it can be",
+			       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR,
+			       name, strerror(-rc));
+			return true;
+		}
+	}
 	/* its last link: the number is free once the name goes */
-	early = zr_alias_is_last(fs, ino, &fs->orphans, name) && zr_inode_removing(fs, ino);
+	early = !linked && zr_alias_is_last(fs, ino, &fs->orphans, name) &&
+		zr_inode_removing(fs, ino);
 	none = orphan_name_remove(fs, ino, name);
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);

@@ -934,11 +934,13 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *  - an open one gets a second name in the orphan directory (@oname;
  *    zr_orphan_link()), by which it stays readable and writable until the
  *    last close and the kernel's FORGET (zr_orphan_reap()) without holding
- *    an fd; so does one that a rename replaces (@replace) while the kernel
- *    holds a lookup of it: a path resolved before the rename may still
- *    open it, as it could on a local filesystem. Where that cannot be
- *    (other links, no orphan directory, no hard links) an open one's fd is
- *    pinned (*@pinned: by this call);
+ *    an fd, with other links or not (what is written meanwhile is theirs:
+ *    zr_orphan_remove() writes it back); so does one without other links
+ *    that a rename replaces (@replace) while the kernel holds a lookup of
+ *    it: a path resolved before the rename may still open it, as it could
+ *    on a local filesystem. Where that cannot be (no orphan directory, no
+ *    hard links, a full disk) an open one's fd is pinned (*@pinned: by
+ *    this call), up to file_pins_max() of them: past that, -EBUSY;
  *  - a directory that is open or that the kernel holds (a working
  *    directory) keeps its fd pinned until its last RELEASEDIR and FORGET
  *    (zr_dir_unpin()), so that fstat and readdir still reach it.
@@ -958,6 +960,13 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  * quarter of max_fds, at least 16, so that they cannot take the daemon's
  * fds. */
 static unsigned dir_pins_max(const struct zr_fs *fs)
+{
+	return ZR_MAX(fs->opt->max_fds / 4, 16u);
+}
+
+/* Files unlinked while open that keep a pinned fd (no orphan's name could
+ * be made: a full disk, no hard links) up to this many, as directories. */
+static unsigned file_pins_max(const struct zr_fs *fs)
 {
 	return ZR_MAX(fs->opt->max_fds / 4, 16u);
 }
@@ -985,10 +994,14 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	}
 	if (!S_ISREG(victim->type) && !S_ISDIR(victim->type))
 		return 0;
-	/* a file replaced by a rename may be opened by a path the kernel
-	 * resolved before: it keeps an orphan until the kernel forgets it */
-	if (S_ISREG(victim->type) && *nlink <= 1 && !victim->fd_pinned &&
-	    (victim->open_count > 0 || (replace && zr_inode_looked_up(fs, victim))) &&
+	/* an open file keeps an orphan until its last close, also one with
+	 * links we never looked up (it used to keep a pinned fd, one per
+	 * such file); a file replaced by a rename may be opened by a path
+	 * the kernel resolved before: it keeps one until the kernel forgets
+	 * it */
+	if (S_ISREG(victim->type) && !victim->fd_pinned &&
+	    (victim->open_count > 0 ||
+	     (replace && *nlink <= 1 && zr_inode_looked_up(fs, victim))) &&
 	    zr_orphan_link(fs, victim, pfd, name, oname) == 0)
 		return 0;
 	/* a removed directory may stay some process's working directory,
@@ -1003,14 +1016,23 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	if (S_ISDIR(victim->type) &&
 	    __atomic_load_n(&fs->dir_pins, __ATOMIC_RELAXED) >= dir_pins_max(fs))
 		return 0;
+	/* an open file without an orphan's name needs its fd: past
+	 * file_pins_max() of them its name stays */
+	if (S_ISREG(victim->type) &&
+	    __atomic_load_n(&fs->file_pins, __ATOMIC_RELAXED) >= file_pins_max(fs)) {
+		if (!__atomic_exchange_n(&fs->file_pins_said, true, __ATOMIC_RELAXED))
+			zr_log(ZR_LOG_WARNING, "%u files unlinked while open hold an fd each, as no orphan's name could be made for them: unlinking more open files fails with EBUSY until some are closed",
+			       file_pins_max(fs));
+		return -EBUSY;
+	}
 	fd = zr_fd_get(fs, victim);
 	if (fd < 0)
 		return victim->open_count == 0 || S_ISDIR(victim->type) ? 0 : fd;
 	zr_fd_pin(fs, victim);
 	zr_fd_put(fs, victim);
 	victim->fd_pinned = true;
-	if (S_ISDIR(victim->type))
-		__atomic_add_fetch(&fs->dir_pins, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(S_ISDIR(victim->type) ? &fs->dir_pins : &fs->file_pins, 1,
+			   __ATOMIC_RELAXED);
 	*pinned = true;
 	return 0;
 }
@@ -1025,8 +1047,8 @@ static void undo_pin(struct zr_fs *fs, struct zr_inode *victim, bool pinned,
 	if (!pinned)
 		return;
 	victim->fd_pinned = false;
-	if (S_ISDIR(victim->type))
-		__atomic_sub_fetch(&fs->dir_pins, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(S_ISDIR(victim->type) ? &fs->dir_pins : &fs->file_pins, 1,
+			   __ATOMIC_RELAXED);
 	zr_fd_unpin(fs, victim);
 }
 
@@ -1070,7 +1092,7 @@ static void finish_unlink(struct zr_fs *fs, struct zr_inode *victim,
 		gone_keep(fs, victim, &now);
 	}
 	if (*oname) {
-		zr_orphan_attach(fs, victim);
+		zr_orphan_attach(fs, victim, nlink > 1);
 		/* (a FORGET cannot pass the RENAME whose target this is, but
 		 * should the kernel hold nothing now, nothing will reap it) */
 		if (victim->open_count == 0 && !zr_inode_looked_up(fs, victim) &&
@@ -1497,8 +1519,10 @@ static void release_pinned(struct zr_fs *fs, struct zr_inode *in)
 		zr_data_drop_inode(fs, in);
 	}
 	pthread_rwlock_unlock(&in->lock);
-	if (unpin)
+	if (unpin) {
+		__atomic_sub_fetch(&fs->file_pins, 1, __ATOMIC_RELAXED);
 		zr_fd_unpin(fs, in);
+	}
 }
 
 static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

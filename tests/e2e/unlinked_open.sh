@@ -29,6 +29,13 @@
 #     open is held by the daemon's fd, and its dirty data, written back
 #     through that fd, reads back whole (it used to be taken for a file
 #     removed behind the daemon's back, and dropped: zeros read back).
+#     Such files keep an fd each, at most max_fds/4 (16 here) of them:
+#     unlinking one more open file fails with EBUSY and loses nothing.
+#  8. 200 files with a second link made before the mount, opened through
+#     one name and unlinked, at max_fds=64: each gets an orphan's name
+#     instead of a pinned fd (the daemon used to hold 200 more fds), what
+#     is written through the open fds lands under the other names, and
+#     the last close removes the orphans.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "counts the daemon's fds and orphans"
@@ -267,4 +274,87 @@ zr_drop_kcache
 cmp - "$ZR_TMP/data" <&3 || fail "the unlinked open file does not read back what was written"
 exec 3<&-
 zr_umount
+
+say "no orphan directory: 40 open files unlinked at max_fds=64, 16 keep an fd"
+zr_mount "max_fds=64,dirty_expire=1h" "$B2" "$M2"
+python3 - "$ZR_MNT" <<'PY' || fail "see above"
+import errno, os, sys
+m = sys.argv[1]
+fds, busy = [], []
+for i in range(40):
+    p = "%s/p%d" % (m, i)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (b"%08d" % i) * 1000)
+    fds.append(fd)
+    try:
+        os.unlink(p)
+    except OSError as e:
+        assert e.errno == errno.EBUSY, "unlink %d: %s" % (i, e.strerror)
+        busy.append(i)
+print("  -- %d unlinks refused (EBUSY)" % len(busy))
+assert busy == list(range(16, 40)), "refused: %s" % busy
+for i in busy:
+    assert os.path.exists("%s/p%d" % (m, i)), "p%d is gone after EBUSY" % i
+for i, fd in enumerate(fds):
+    assert os.pread(fd, 9000, 0) == (b"%08d" % i) * 1000, "file %d reads back wrong" % i
+    os.close(fd)
+for i in busy:
+    os.unlink("%s/p%d" % (m, i))	# not open any more
+assert not [e for e in os.listdir(m) if e.startswith("p")], "a name is left"
+PY
+zr_umount
+
+say "8: 200 open files with another link unlinked at max_fds=64"
+B3=$ZR_TMP/backing3 M3=$ZR_TMP/mnt3
+mkdir -p "$B3/l" "$B3/k" "$M3"
+for i in $(seq 0 199); do
+	printf 'old %d\n' "$i" >"$B3/l/f$i"
+	ln "$B3/l/f$i" "$B3/k/f$i"
+done
+zr_mount "max_fds=64,dirty_expire=1h" "$B3" "$M3"
+python3 - "$ZR_MNT" "$ZR_PID" "$B3/.zramfs/unlinked" <<'PY' || fail "see above"
+import os, sys, time
+m, pid, orph = sys.argv[1], sys.argv[2], sys.argv[3]
+def stat(name):
+    for l in open(m + "/.zramfs/stats"):
+        k, v = l.split()
+        if k == name:
+            return int(v)
+fds0 = len(os.listdir("/proc/%s/fd" % pid))
+fds = []
+for i in range(200):
+    p = "%s/l/f%d" % (m, i)
+    fd = os.open(p, os.O_RDWR)
+    os.unlink(p)		# the only name of it the daemon knows
+    os.pwrite(fd, (b"%07d\n" % i) * 2000, 0)
+    fds.append(fd)
+grown = len(os.listdir("/proc/%s/fd" % pid)) - fds0
+print("  -- daemon fds grew by %d, orphans %d" % (grown, stat("orphans")))
+assert grown <= 64 + 8, "the daemon holds %d more fds for 200 open files" % grown
+assert stat("orphans") == 200, "orphans %d, expected 200" % stat("orphans")
+for i, fd in enumerate(fds):
+    st = os.fstat(fd)
+    assert st.st_nlink == 1, "file %d: st_nlink %d, expected 1" % (i, st.st_nlink)
+    assert os.pread(fd, 20000, 0) == (b"%07d\n" % i) * 2000, "file %d reads back wrong" % i
+    os.close(fd)
+for _ in range(200):
+    if stat("orphans") == 0:
+        break
+    time.sleep(0.05)
+assert stat("orphans") == 0, "orphans %d after the last close" % stat("orphans")
+assert os.listdir(orph) == [], "left in %s: %s" % (orph, os.listdir(orph)[:5])
+PY
+zr_ctl writeback all
+zr_drop_kcache
+for i in 0 57 199; do
+	for _ in $(seq 2000); do printf '%07d\n' "$i"; done >"$ZR_TMP/expect"
+	cmp "$ZR_TMP/expect" "$ZR_MNT/k/f$i" || fail "k/f$i does not hold what was written through l/f$i"
+done
+[ -z "$(ls "$ZR_MNT/l")" ] || fail "l/ still lists $(ls "$ZR_MNT/l" | head -3)"
+zr_umount
+for i in $(seq 0 199); do
+	[ "$(stat -c %s "$B3/k/f$i")" = 16000 ] || fail "backing k/f$i has $(stat -c %s "$B3/k/f$i") bytes"
+	[ "$(stat -c %h "$B3/k/f$i")" = 1 ] || fail "backing k/f$i has $(stat -c %h "$B3/k/f$i") links"
+done
+[ ! -e "$B3/.zramfs" ] || fail "unmount left $(ls -aR "$B3/.zramfs")"
 say "ok"
