@@ -1399,10 +1399,12 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
  * Open @ino afresh through one of its names, each tried in turn (a hard
  * link's other name may still reach it). A rename racing with us is
  * caught by checking the identity, and retried: a name that is gone
- * (ENOENT) was renamed on the backing filesystem, and the renaming thread
- * updates the names it knows right after; with renames of the parents in a
- * loop, eight quick retries were not always enough, so the later ones give
- * it time (46 ms in all). A parent that cannot be opened has been retried
+ * (ENOENT) or reaches another file was renamed on the backing filesystem,
+ * and the renaming thread updates the names it knows right after; with
+ * renames of the parents in a loop, eight quick retries were not always
+ * enough, so the later ones give it time (46 ms in all; a name left to
+ * another file behind our back costs that too before -ESTALE). A parent
+ * that cannot be opened has been retried
  * already (its own reopen): its error is not.
  * @return an fd (the caller owns it) or -errno: -ESTALE when the inode has
  * no name, or none reaches it.
@@ -1432,13 +1434,14 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 			return err;	/* as for one name: not retried */
 		if (!missing && !other)
 			return -ESTALE;	/* no name */
-		if (!missing)
-			continue;	/* a name reached another file: renamed meanwhile */
 		/* no rename of ours can be running, or the caller does not
 		 * wait for one (zr_fd_get_nowait()) */
 		if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) || reopen_nowait)
-			return -ENOENT;
-		if (attempt >= 2)	/* renamed under us */
+			return missing ? -ENOENT : -ESTALE;
+		/* renamed under us: a name went, or reaches another file (a
+		 * RENAME_EXCHANGE whose names are not updated yet: retried
+		 * at once, 32 tries could pass within it; helper-48) */
+		if (attempt >= 2)
 			usleep(100u * (unsigned)(attempt - 1));
 	}
 	return -ESTALE;

@@ -42,7 +42,11 @@
  * node and its giving it to the caller. With ZR_FAULT_UNAME=RELEASE,
  * uname(2) reports that kernel release (armed or not): what the daemon
  * does on an older kernel. With ZR_FAULT_UMOUNT=1, umount2(2) fails with
- * EPERM (armed or not), as for a daemon that is not root.
+ * EPERM (armed or not), as for a daemon that is not root. With
+ * ZR_FAULT_RENAME_DELAY_MS=N, every renameat2(2) while armed whose new
+ * name's last component is ZR_FAULT_NAME sleeps N ms after the call: a
+ * window in which the backing names have changed and the daemon's record
+ * of them not yet.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -418,6 +422,29 @@ int symlinkat(const char *target, int dirfd, const char *path)
 	if (!make_delayed(path, &ms))
 		return real(target, dirfd, path);
 	return held(real(target, dirfd, path), ms);
+}
+
+typedef int (*renameat2_fn)(int, const char *, int, const char *, unsigned int);
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+	      unsigned int flags)
+{
+	renameat2_fn real = (renameat2_fn)dlsym(RTLD_NEXT, "renameat2");
+	const char *ms_s = getenv("ZR_FAULT_RENAME_DELAY_MS");
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	const char *base = strrchr(newpath, '/');
+	int rc;
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	rc = real(olddirfd, oldpath, newdirfd, newpath, flags);
+	base = base ? base + 1 : newpath;
+	if (ms_s && armed && name && strcmp(base, name) == 0 && access(armed, F_OK) == 0)
+		return held(rc, atol(ms_s));
+	return rc;
 }
 
 typedef int (*uname_fn)(struct utsname *);
