@@ -427,8 +427,9 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		    const struct stat *st, struct zr_inode **out);
 void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n);
-int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
-		    const char *oldname, struct zr_inode *newp, const char *newname);
+struct zr_alias *zr_alias_new(const char *name);
+void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
+		     const char *oldname, struct zr_inode *newp, struct zr_alias *fresh);
 int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
 		 const char *name);
 bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,

@@ -913,20 +913,39 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino)
 		inode_free(fs, ino);
 }
 
-/* Caller holds ns_lock for writing. @return 0 or -ENOMEM. */
-static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
-			    struct zr_inode *parent, const char *name)
+/**
+ * zr_alias_new() - a name, @name, for zr_alias_rename(), made before the
+ * backing call so that nothing can fail after it. @return it, or NULL (out
+ * of memory); one not given to zr_alias_rename() goes with free().
+ */
+struct zr_alias *zr_alias_new(const char *name)
 {
-	struct zr_alias *a;
 	size_t len = strlen(name);
+	struct zr_alias *a = malloc(sizeof(*a) + len + 1);
 
-	for (a = ino->aliases; a; a = a->next)
+	if (a) {
+		memcpy(a->name, name, len + 1);
+		a->parent = NULL;
+		a->next = NULL;
+	}
+	return a;
+}
+
+/* Whether (@parent, @name) is one of @ino's names. Caller holds ns_lock. */
+static bool alias_has(const struct zr_inode *ino, const struct zr_inode *parent,
+		      const char *name)
+{
+	for (const struct zr_alias *a = ino->aliases; a; a = a->next)
 		if (a->parent == parent && strcmp(a->name, name) == 0)
-			return 0;
-	a = malloc(sizeof(*a) + len + 1);
-	if (!a)
-		return -ENOMEM;
-	memcpy(a->name, name, len + 1);
+			return true;
+	return false;
+}
+
+/* Add @a, from zr_alias_new(), as a name of @ino in @parent, which is not
+ * one of its names yet. Caller holds ns_lock for writing. */
+static void alias_insert_locked(struct zr_fs *fs, struct zr_inode *ino,
+				struct zr_inode *parent, struct zr_alias *a)
+{
 	a->parent = parent;
 	zr_inode_ref(fs, parent);
 	if (S_ISDIR(ino->type) && ino->aliases) {
@@ -942,6 +961,20 @@ static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
 		ino->aliases = a;
 	}
 	ino->unlinked = false;
+}
+
+/* Caller holds ns_lock for writing. @return 0 or -ENOMEM. */
+static int alias_add_locked(struct zr_fs *fs, struct zr_inode *ino,
+			    struct zr_inode *parent, const char *name)
+{
+	struct zr_alias *a;
+
+	if (alias_has(ino, parent, name))
+		return 0;
+	a = zr_alias_new(name);
+	if (!a)
+		return -ENOMEM;
+	alias_insert_locked(fs, ino, parent, a);
 	return 0;
 }
 
@@ -998,11 +1031,15 @@ bool zr_alias_is_last(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *p
 	return last;
 }
 
-int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
-		    const char *oldname, struct zr_inode *newp, const char *newname)
+/**
+ * zr_alias_rename() - @ino's name (@oldp, @oldname) is now (@newp,
+ * @fresh->name): @fresh, from zr_alias_new(), is taken (added, or freed
+ * when @ino has that name already). Cannot fail.
+ */
+void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
+		     const char *oldname, struct zr_inode *newp, struct zr_alias *fresh)
 {
 	struct zr_alias **pp, *a, *old = NULL;
-	int rc;
 
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	for (pp = &ino->aliases; (a = *pp); pp = &a->next) {
@@ -1012,13 +1049,16 @@ int zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *old
 			break;
 		}
 	}
-	rc = alias_add_locked(fs, ino, newp, newname);
+	if (alias_has(ino, newp, fresh->name)) {
+		free(fresh);
+	} else {
+		alias_insert_locked(fs, ino, newp, fresh);
+	}
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (old) {
 		zr_inode_unref(fs, old->parent);
 		free(old);
 	}
-	return rc;
 }
 
 /**

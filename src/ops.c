@@ -1173,6 +1173,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *op = zr_inode_from_ino(fs, parent);
 	struct zr_inode *np = zr_inode_from_ino(fs, newparent);
 	struct zr_inode *src = NULL, *dst = NULL;
+	struct zr_alias *src_name = NULL, *dst_name = NULL;	/* their new names */
 	struct stat sst, dst_st;
 	bool pinned = false, early = false;
 	char oname[NAME_MAX + 1] = "";
@@ -1207,13 +1208,20 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		zr_inode_unref(fs, dst);
 		dst = NULL;
 	}
+	/* the names the inodes we know get, made first: nothing may fail
+	 * after the backing rename (an inode left without its name could
+	 * not be reached to write its data back) */
 	rc = 0;
+	if (src && !(src_name = zr_alias_new(newname)))
+		rc = -ENOMEM;
+	if (dst && (flags & RENAME_EXCHANGE) && !(dst_name = zr_alias_new(name)))
+		rc = -ENOMEM;
 	nlink = dst ? dst_st.st_nlink : 0;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		pthread_rwlock_wrlock(&dst->lock);
 		/* (RENAME_NOREPLACE: the kernel saw no target, so this one
 		 * was made behind its back, and the call fails with EEXIST) */
-		if (!(flags & RENAME_NOREPLACE)) {
+		if (rc == 0 && !(flags & RENAME_NOREPLACE)) {
 			rc = prepare_unlink(fs, dst, np, nfd, newname, true, &nlink,
 					    &pinned, oname);
 			if (rc == 0)
@@ -1224,13 +1232,16 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
 	if (rc == 0) {
 		if (dst && (flags & RENAME_EXCHANGE))
-			zr_alias_rename(fs, dst, np, newname, op, name);
+			zr_alias_rename(fs, dst, np, newname, op, dst_name);
 		else if (dst)
 			finish_unlink(fs, dst, np, newname, nlink, oname, &dst_st);
 		if (src)
-			zr_alias_rename(fs, src, op, name, np, newname);
-	} else if (dst && !(flags & RENAME_EXCHANGE)) {
-		undo_pin(fs, dst, pinned, oname);
+			zr_alias_rename(fs, src, op, name, np, src_name);
+	} else {
+		free(src_name);
+		free(dst_name);
+		if (dst && !(flags & RENAME_EXCHANGE))
+			undo_pin(fs, dst, pinned, oname);
 	}
 	if (early)
 		zr_inode_removed(fs, dst, rc == 0);
@@ -1273,8 +1284,17 @@ static void zr_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	}
 	rc = linkat(at.dirfd, at.name, nfd, newname,
 		    at.name[0] ? 0 : AT_EMPTY_PATH) < 0 ? -errno : 0;
-	if (rc == 0)
+	if (rc == 0) {
+		struct stat st;
+
 		rc = do_lookup(fs, np, nfd, newname, &e);
+		/* (out of memory) the link fails: the name it made goes, if
+		 * it still holds the file, rather than stay unknown to the
+		 * kernel and to us */
+		if (rc && fstatat(nfd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_dev == in->key.dev && st.st_ino == in->key.ino)
+			(void)unlinkat(nfd, newname, 0);
+	}
 	zr_fd_put(fs, np);
 	at_put(fs, &at);
 	if (rc)
