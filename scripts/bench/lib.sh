@@ -355,18 +355,23 @@ daemon_rss() { awk '/^VmRSS:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status";
 
 # dev_written DIR: bytes written so far to the device of the filesystem
 # that holds DIR, found in /proc/diskstats by its device number (LVM and dm
-# devices, partitions, loop devices), else by its name (btrfs, whose device
-# numbers are anonymous); nothing when there is none (overlay, nfs).
+# devices, partitions, loop devices), else by the device number of its
+# source's node (btrfs, whose device numbers are anonymous, also on
+# /dev/mapper/...), else by its name; nothing when there is none (overlay,
+# nfs).
 dev_written() {
-	local majmin src
+	local majmin src srcmm=
 	majmin=$(findmnt -n -o MAJ:MIN --target "$1")
 	src=$(findmnt -n -o SOURCE --target "$1")
-	src=$(basename "${src%%\[*}")
-	awk -v mm="${majmin// /}" -v d="$src" '
+	src=${src%%\[*}
+	[ -b "$src" ] && srcmm=$(printf '%d:%d' "0x$(stat -Lc %t "$src")" "0x$(stat -Lc %T "$src")")
+	awk -v mm="${majmin// /}" -v smm="$srcmm" -v d="$(basename "$src")" '
 		$1 ":" $2 == mm { by_num = $10 * 512 }
+		$1 ":" $2 == smm { by_src = $10 * 512 }
 		$3 == d { by_name = $10 * 512 }
 		END {
 			if (by_num != "") printf "%.0f\n", by_num
+			else if (by_src != "") printf "%.0f\n", by_src
 			else if (by_name != "") printf "%.0f\n", by_name
 		}' /proc/diskstats
 }
