@@ -379,14 +379,20 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	return rc;
 }
 
-/* Remove @oname from the orphan directory (when unlinkat fails it is
- * logged; the next mount removes it) and from @ino's names. @return whether
- * @ino has no name left. */
-static bool orphan_name_remove(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
+/* Remove @oname from the orphan directory; when unlinkat fails it is
+ * logged, and the next mount removes it. */
+static void orphan_name_unlink(struct zr_fs *fs, const char *oname)
 {
 	if (unlinkat(fs->orphans.fd, oname, 0) < 0)
 		zr_log(ZR_LOG_WARNING, "cannot remove orphan %s/%s/%s: %s (it goes at the next mount)",
 		       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, oname, strerror(errno));
+}
+
+/* Remove @oname from the orphan directory (orphan_name_unlink()) and from
+ * @ino's names. @return whether @ino has no name left. */
+static bool orphan_name_remove(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
+{
+	orphan_name_unlink(fs, oname);
 	return zr_alias_remove(fs, ino, &fs->orphans, oname);
 }
 
@@ -445,18 +451,18 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
-	/* (a failed fstatat counts as no other link: the data goes, as it
-	 * went before such files had an orphan's name) */
-	linked = fstatat(fs->orphans.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		 st.st_nlink > 1;
-	if (linked) {
+	/* (an orphan's name removed behind our back reaches nothing: its
+	 * data goes; another error keeps it, as a failed writeback does) */
+	rc = fstatat(fs->orphans.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+	linked = rc == 0 && st.st_nlink > 1;
+	if (linked)
 		rc = zr_data_writeback_inode(fs, ino);
-		if (rc) {
-			zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s until the next mount: the data for its other links could not be written back (%s), and is kept until it can be",
-			       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR,
-			       name, strerror(-rc));
-			return true;
-		}
+	if (rc && rc != -ENOENT) {
+		zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s: %s (%s); its data is kept, and written back as any file's",
+		       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, name,
+		       linked ? "the data for its other links could not be written back" :
+		       "its link count cannot be read", strerror(-rc));
+		return true;
 	}
 	/* its last link: the number is free once the name goes */
 	early = !linked && zr_alias_is_last(fs, ino, &fs->orphans, name) &&
@@ -466,9 +472,13 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&fs->ns_lock);
 	__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
+	/* (with other links the file stays in the table, findable by their
+	 * lookups, as finish_unlink() leaves one: unhashed, a lookup racing
+	 * with this one would add a name to an inode on its way out, and
+	 * what was written through it would be freed with it; helper-49) */
 	if (early)
 		zr_inode_removed(fs, ino, none);
-	else if (none)
+	else if (none && !linked)
 		zr_inode_unhash(fs, ino);	/* gone from the backing tree */
 	return !none;
 }
@@ -720,6 +730,15 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 			       (unsigned long long)zr_file_nblocks(ino->blocks));
 		zr_file_detach(ino->blocks);
 	}
+	/* an orphan kept when its removal could not write its data back
+	 * (zr_orphan_remove()), whose blocks left the tier since, written
+	 * back: its name goes now, and it stops counting (helper-49) */
+	if (ino->orphaned) {
+		for (a = ino->aliases; a; a = a->next)
+			if (a->parent == &fs->orphans)
+				orphan_name_unlink(fs, a->name);
+		__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
+	}
 	for (a = ino->aliases; a; a = next) {
 		next = a->next;
 		if (a->parent)
@@ -727,6 +746,11 @@ static void inode_free(struct zr_fs *fs, struct zr_inode *ino)
 		free(a);
 	}
 	ino->aliases = NULL;
+	/* a pin kept by a failed writeback at the last close
+	 * (release_pinned()) goes with the inode */
+	if (ino->fd_pinned)
+		__atomic_sub_fetch(S_ISDIR(ino->type) ? &fs->dir_pins : &fs->file_pins, 1,
+				   __ATOMIC_RELAXED);
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd >= 0) {
 		assert(ino->fd_users == 0);
