@@ -452,17 +452,27 @@ bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 	if (!*name)
 		return true;	/* cannot be (orphaned goes with the name): keep the data */
 	/* (an orphan's name removed behind our back reaches nothing: its
-	 * data goes; another error keeps it, as a failed writeback does) */
-	rc = fstatat(fs->orphans.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
-	linked = rc == 0 && st.st_nlink > 1;
-	if (linked)
+	 * data goes; another error keeps it) */
+	if (fstatat(fs->orphans.fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = -errno;
+		if (rc != -ENOENT) {
+			zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s and its data: its link count cannot be read (%s)",
+			       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR,
+			       name, strerror(-rc));
+			return true;
+		}
+		linked = false;
+	} else {
+		linked = st.st_nlink > 1;
+	}
+	if (linked) {
 		rc = zr_data_writeback_inode(fs, ino);
-	if (rc && rc != -ENOENT) {
-		zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s: %s (%s); its data is kept, and written back as any file's",
-		       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, name,
-		       linked ? "the data for its other links could not be written back" :
-		       "its link count cannot be read", strerror(-rc));
-		return true;
+		if (rc) {
+			zr_log(ZR_LOG_WARNING, "inode %llu, unlinked while open, keeps its orphan's name %s/%s/%s: the data for its other links could not be written back (%s); it is kept, and written back as any file's",
+			       (unsigned long long)ino->key.ino, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR,
+			       name, strerror(-rc));
+			return true;
+		}
 	}
 	/* its last link: the number is free once the name goes */
 	early = !linked && zr_alias_is_last(fs, ino, &fs->orphans, name) &&
