@@ -2371,6 +2371,27 @@ out:
 	return rc;
 }
 
+/*
+ * Have the kernel drop its cached pages of @ino from @off for @len bytes
+ * (0: to the end). It writes dirty ones back first and waits for their
+ * WRITEs, which other threads serve: so not once main.c's end_loop() is
+ * about to end the session (fs->ending), after which nobody would read
+ * them and the calling thread would wait, unkillable, for ever (the loop
+ * joining it: helper-47's item). end_loop() waits for the calls under way
+ * (fs->invalidating). @return 0, -ESHUTDOWN when the session is ending, or
+ * the error of fuse_lowlevel_notify_inval_inode().
+ */
+static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len)
+{
+	int rc = -ESHUTDOWN;
+
+	__atomic_add_fetch(&fs->invalidating, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&fs->ending, __ATOMIC_SEQ_CST))
+		rc = fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len);
+	__atomic_sub_fetch(&fs->invalidating, 1, __ATOMIC_SEQ_CST);
+	return rc;
+}
+
 void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		     off_t len, struct fuse_file_info *fi)
 {
@@ -2440,7 +2461,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	 * single-threaded, that could deadlock) */
 	if (rc && (mode & FALLOC_FL_PUNCH_HOLE) && !fs->opt->singlethread &&
 	    zr_uring_may_wait())
-		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len);
+		(void)inval_inode(fs, ino, off, len);
 	fuse_reply_err(req, -rc);
 }
 
@@ -2502,7 +2523,7 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 * that copies pages to write them back (seek_sees_writeback()).
 		 */
 		if (fs->opt->singlethread || !seek_sees_writeback() || !zr_uring_may_wait() ||
-		    fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0) < 0) {
+		    inval_inode(fs, ino, 0, 0) < 0) {
 			fuse_reply_err(req, ENOSYS);
 			return;
 		}

@@ -413,6 +413,11 @@ struct zr_fs {
 	bool quiesced;			/* relaxed atomic: no request runs any more (the
 					 * final writeback), so a missing name is not a
 					 * rename in progress (inode.c: inode_reopen) */
+	bool ending;			/* atomic (seq_cst): main.c end_loop() is about
+					 * to end the session: no invalidation of the
+					 * kernel's cache starts (data.c inval_inode) */
+	unsigned invalidating;		/* atomic (seq_cst): threads in data.c
+					 * inval_inode() */
 	uint64_t timeout_s;		/* entry/attr timeout */
 };
 

@@ -193,7 +193,11 @@ static void poke_loop(void)
  * a next request, which an idle mount, or one whose requests come through
  * io_uring, may never bring (helper-43). So it is interrupted with
  * ZR_WAKE_SIG, again every 100 ms until the loop has returned: a signal
- * that came just before it went to sleep would be lost. (With -s, a
+ * that came just before it went to sleep would be lost. Before that, no
+ * new request may ask the kernel to drop cached pages, and those that do
+ * are waited for (data.c inval_inode()): a thread in such a call once the
+ * session was over waited for ever for WRITEs nobody read, and the loop
+ * with it (helper-47's item). (With -s, a
  * request being served then may see its sleeps cut short.) Pages users
  * dirty after the drain are lost with the session; the mount point stays,
  * without a daemon, until someone unmounts it. Nothing is done when the
@@ -219,6 +223,14 @@ static void end_loop(int sig)
 	if (quiet < 2)
 		zr_log(ZR_LOG_WARNING, "signal %d: requests still come after %d s: those not yet read will fail",
 		       sig, ZR_DRAIN_MAX_MS / 1000);
+	/* a thread asking the kernel to drop its cached pages waits for the
+	 * WRITEs of their dirty ones: none starts from now on, and those
+	 * under way end while the loop still serves (data.c inval_inode) */
+	__atomic_store_n(&the_fs.ending, true, __ATOMIC_SEQ_CST);
+	t0 = zr_now_ms();
+	while (__atomic_load_n(&the_fs.invalidating, __ATOMIC_SEQ_CST) &&
+	       zr_now_ms() - t0 < ZR_DRAIN_MAX_MS)
+		usleep(10 * 1000);
 	pthread_mutex_lock(&retry_lock);
 	over = session_over;
 	if (!over) {

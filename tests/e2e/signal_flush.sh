@@ -11,7 +11,13 @@
 # fusermount3 failing, as for a daemon that is not root without a working
 # fusermount3; run as root only, like the cases before it):
 # SIGTERM ends the session although no request comes, and writes
-# everything back, with -s too, also while a file is held open.  (The
+# everything back, with -s too, also while a file is held open.  Last, in
+# the same setting: an lseek(SEEK_DATA) whose request asks the kernel to
+# drop its cached pages of the file (zr_fault.so holds that notification
+# 12 s, past the 10 s the daemon waits for requests to drain) while a
+# writer dirties the file: the notification waited for WRITEs that nobody
+# read once the session was over, unkillable, and the daemon with it
+# (helper-47's item); the daemon must exit 0 within 30 s.  (The
 # daemon's syncfs of the mount, for the pages the kernel still holds, is
 # not proven here: FUSE's strict per-mount dirty limit makes the kernel
 # send a fresh mount's pages almost at once.)
@@ -155,3 +161,54 @@ for dargs in "" "-s"; do
 		fi
 	done
 done
+
+say "SIGTERM, not unmountable, while a request asks the kernel to drop its pages"
+rm -rf "${B:?}"/*
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_INVAL_DELAY_MS=12000 ZR_FAULT_UMOUNT=1 \
+	PATH="$ZR_TMP/fakebin:$PATH" LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+	zr_mount "dirty_expire=1h" "$B" "$M"
+pid=$ZR_PID
+head -c 65536 /dev/urandom >"$ZR_MNT/f"
+touch "$ZR_TMP/armed"
+# the lseek's request waits in the daemon; a writer dirties the file
+# through a shared mapping (a write(2) would wait for the lseek's inode
+# lock) until just before the notification goes (the session has ended by
+# then unless the daemon waits for it)
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDWR); os.write(fd, b"x" * 4096); os.lseek(fd, 0, os.SEEK_DATA)' \
+	"$ZR_MNT/f" 2>/dev/null &
+seeker=$!
+python3 -c '
+import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+mm = mmap.mmap(fd, 65536)
+end, n = time.time() + 11.5, 0
+while time.time() < end:
+    mm[8192 + (n % 8) * 4096] = n % 256
+    n += 1
+    time.sleep(0.05)' "$ZR_MNT/f" 2>/dev/null &
+writer=$!
+sleep 0.5
+[ ! -e "$ZR_TMP/armed" ] || fail "the lseek sent no invalidation (it is what this case tests)"
+kill -s TERM "$pid"
+for i in $(seq 300); do zr_running "$pid" || break; sleep 0.1; done
+if zr_running "$pid"; then
+	# a thread stuck in the kernel: only an abort of the connection ends it
+	mm=$(awk -v p="$ZR_MNT" '$5 == p { print $3 }' /proc/self/mountinfo)
+	if ! mountpoint -q /sys/fs/fuse/connections; then
+		mount -t fusectl fusectl /sys/fs/fuse/connections
+		ZR_ATEXIT+=("umount /sys/fs/fuse/connections")
+	fi
+	echo 1 >"/sys/fs/fuse/connections/${mm#*:}/abort"
+	zr_wait_pid "$pid" 10
+	ZR_PID=
+	kill -9 "$seeker" "$writer" 2>/dev/null || true
+	fail "the daemon did not exit within 30 s of SIGTERM: a request was stuck asking the kernel to drop its pages"
+fi
+zr_wait_pid "$pid" 1
+rc=$ZR_WAIT_RC
+ZR_PID=
+kill -9 "$seeker" "$writer" 2>/dev/null || true
+wait "$seeker" "$writer" 2>/dev/null || true
+umount "$M" 2>/dev/null || umount -l "$M" || fail "cannot unmount the daemon's dead mount"
+[ "$rc" = 0 ] || fail "daemon exited with status $rc after SIGTERM"
+grep -q "cannot unmount" "$ZR_LOG" || fail "the daemon did not say it could not unmount"

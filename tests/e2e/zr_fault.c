@@ -46,7 +46,9 @@
  * ZR_FAULT_RENAME_DELAY_MS=N, every renameat2(2) while armed whose new
  * name's last component is ZR_FAULT_NAME sleeps N ms after the call: a
  * window in which the backing names have changed and the daemon's record
- * of them not yet.
+ * of them not yet. With ZR_FAULT_INVAL_DELAY_MS=N, the first writev(2)
+ * while armed of a FUSE_NOTIFY_INVAL_INODE message disarms and sleeps N ms
+ * before it is made: a notification that reaches the kernel late.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,7 +60,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fuse.h>
 #include <sys/mount.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -422,6 +426,28 @@ int symlinkat(const char *target, int dirfd, const char *path)
 	if (!make_delayed(path, &ms))
 		return real(target, dirfd, path);
 	return held(real(target, dirfd, path), ms);
+}
+
+typedef ssize_t (*writev_fn)(int, const struct iovec *, int);
+
+ssize_t writev(int fd, const struct iovec *iov, int count)
+{
+	writev_fn real = (writev_fn)dlsym(RTLD_NEXT, "writev");
+	const char *ms_s = getenv("ZR_FAULT_INVAL_DELAY_MS");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (ms_s && armed && count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		const struct fuse_out_header *h = iov[0].iov_base;
+
+		/* (a notification: unique 0, its code in error) */
+		if (h->unique == 0 && h->error == FUSE_NOTIFY_INVAL_INODE && unlink(armed) == 0)
+			sleep_ms(atol(ms_s));
+	}
+	return real(fd, iov, count);
 }
 
 typedef int (*renameat2_fn)(int, const char *, int, const char *, unsigned int);
