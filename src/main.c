@@ -225,12 +225,18 @@ static void end_loop(int sig)
 		       sig, ZR_DRAIN_MAX_MS / 1000);
 	/* a thread asking the kernel to drop its cached pages waits for the
 	 * WRITEs of their dirty ones: none starts from now on, and those
-	 * under way end while the loop still serves (data.c inval_inode) */
+	 * under way end while the loop still serves (data.c inval_inode).
+	 * Without a limit: once the session is over, one still under way
+	 * would wait for ever, and the daemon with it (with uring=on the
+	 * drain above ends at once: it sees no ring; helper-51) */
 	__atomic_store_n(&the_fs.ending, true, __ATOMIC_SEQ_CST);
 	t0 = zr_now_ms();
-	while (__atomic_load_n(&the_fs.invalidating, __ATOMIC_SEQ_CST) &&
-	       zr_now_ms() - t0 < ZR_DRAIN_MAX_MS)
+	for (unsigned n = 1; __atomic_load_n(&the_fs.invalidating, __ATOMIC_SEQ_CST); n++) {
 		usleep(10 * 1000);
+		if (n % 1000 == 0)
+			zr_log(ZR_LOG_WARNING, "signal %d: a request has been asking the kernel to drop its cached pages for %llu s; the session ends once it is done",
+			       sig, (unsigned long long)((zr_now_ms() - t0) / 1000));
+	}
 	pthread_mutex_lock(&retry_lock);
 	over = session_over;
 	if (!over) {

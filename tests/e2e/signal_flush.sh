@@ -163,6 +163,12 @@ for dargs in "" "-s"; do
 done
 
 say "SIGTERM, not unmountable, while a request asks the kernel to drop its pages"
+# (before Linux 6.16 the daemon leaves SEEK_DATA to the kernel: no request
+# asks it to drop pages)
+if uname -r | awk -F. '{ exit !($1 < 6 || ($1 == 6 && $2 < 16)) }'; then
+	say "skipped on $(uname -r): lseek sends no invalidation before 6.16"
+	exit 0
+fi
 rm -rf "${B:?}"/*
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_INVAL_DELAY_MS=12000 ZR_FAULT_UMOUNT=1 \
 	PATH="$ZR_TMP/fakebin:$PATH" LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
@@ -187,19 +193,20 @@ while time.time() < end:
     n += 1
     time.sleep(0.05)' "$ZR_MNT/f" 2>/dev/null &
 writer=$!
-sleep 0.5
-[ ! -e "$ZR_TMP/armed" ] || fail "the lseek sent no invalidation (it is what this case tests)"
+ZR_ATEXIT+=("kill -9 $seeker $writer 2>/dev/null")
+for i in $(seq 100); do [ -e "$ZR_TMP/armed" ] || break; sleep 0.1; done
+[ ! -e "$ZR_TMP/armed" ] || fail "the lseek sent no invalidation within 10 s (it is what this case tests)"
 kill -s TERM "$pid"
 for i in $(seq 300); do zr_running "$pid" || break; sleep 0.1; done
 if zr_running "$pid"; then
 	# a thread stuck in the kernel: only an abort of the connection ends it
 	mm=$(awk -v p="$ZR_MNT" '$5 == p { print $3 }' /proc/self/mountinfo)
-	if ! mountpoint -q /sys/fs/fuse/connections; then
-		mount -t fusectl fusectl /sys/fs/fuse/connections
+	if ! mountpoint -q /sys/fs/fuse/connections &&
+		mount -t fusectl fusectl /sys/fs/fuse/connections; then
 		ZR_ATEXIT+=("umount /sys/fs/fuse/connections")
 	fi
-	echo 1 >"/sys/fs/fuse/connections/${mm#*:}/abort"
-	zr_wait_pid "$pid" 10
+	echo 1 >"/sys/fs/fuse/connections/${mm#*:}/abort" || true
+	zr_wait_pid "$pid" 10 || true
 	ZR_PID=
 	kill -9 "$seeker" "$writer" 2>/dev/null || true
 	fail "the daemon did not exit within 30 s of SIGTERM: a request was stuck asking the kernel to drop its pages"
