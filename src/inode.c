@@ -431,10 +431,10 @@ void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, bool linked)
  * looked up has its dirty blocks written back first, while the orphan's
  * name still reaches it: they are those links' data. When that fails
  * (a full disk) the orphan stays as it is, its blocks dirty, written back
- * as any file's until the unmount, whose orphan directory goes at the next
- * mount. Caller holds ino->lock for writing. @return whether the file's
- * data stays: it has other names we know (a link made while its last name
- * went), or its writeback failed.
+ * as any file's; its name goes with the inode once they have left the tier
+ * (inode_free()), or at the unmount. Caller holds ino->lock for writing.
+ * @return whether the file's data stays: it has other names we know (a
+ * link made while its last name went), or its writeback failed.
  */
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino)
 {
@@ -1083,11 +1083,10 @@ void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *ol
 			break;
 		}
 	}
-	if (alias_has(ino, newp, fresh->name)) {
+	if (alias_has(ino, newp, fresh->name))
 		free(fresh);
-	} else {
+	else
 		alias_insert_locked(fs, ino, newp, fresh);
-	}
 	pthread_rwlock_unlock(&fs->ns_lock);
 	if (old) {
 		zr_inode_unref(fs, old->parent);
@@ -1478,8 +1477,8 @@ static int inode_open_name(struct zr_fs *fs, struct zr_inode *ino, unsigned n, i
  * renames of the parents in a loop, eight quick retries were not always
  * enough, so the later ones give it time (46 ms in all; a name left to
  * another file behind our back costs that too before -ESTALE). A parent
- * that cannot be opened has been retried
- * already (its own reopen): its error is not.
+ * that cannot be opened has been retried already (its own reopen): its
+ * error is not.
  * @return an fd (the caller owns it) or -errno: -ESTALE when the inode has
  * no name, or none reaches it.
  */

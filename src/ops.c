@@ -130,7 +130,7 @@ static int at_stat(const struct zr_at *at, struct stat *st)
 /*
  * Whether nothing but the kernel holds @ino, whose last name went: no
  * handle, no pinned fd, no orphan name. A removed directory may be open
- * without a pinned fd (past dir_pins_max()): it counts too, since nothing
+ * without a pinned fd (past pins_max()): it counts too, since nothing
  * but its kept attributes can answer for it. Caller holds ino->lock.
  */
 static bool gone_only(struct zr_inode *ino)
@@ -940,7 +940,7 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  *    it: a path resolved before the rename may still open it, as it could
  *    on a local filesystem. Where that cannot be (no orphan directory, no
  *    hard links, a full disk) an open one's fd is pinned (*@pinned: by
- *    this call), up to file_pins_max() of them: past that, -EBUSY;
+ *    this call), up to pins_max() of them: past that, -EBUSY;
  *  - a directory that is open or that the kernel holds (a working
  *    directory) keeps its fd pinned until its last RELEASEDIR and FORGET
  *    (zr_dir_unpin()), so that fstat and readdir still reach it.
@@ -949,24 +949,18 @@ static struct zr_inode *find_child(struct zr_fs *fs, int pfd, const char *name,
  * a removed directory is best effort: each one holds an fd, and a process
  * can hold thousands, by O_PATH descriptors (which send no OPENDIR) or
  * open ones (an open directory costs no fd until it is read), so past
- * dir_pins_max() or out of fds it goes without: its listing is then empty
+ * pins_max() or out of fds it goes without: its listing is then empty
  * all the same (do_readdir()), and an fstat through it is answered from
  * the attributes kept at the removal (gone_stat()) (helper-48:
  * 20 processes holding 1000 open directories each, then removing them,
  * took every fd the daemon could open, and every WRITE failed).
  */
 /* Removed directories that are open or only held by the kernel (working
- * directories, O_PATH descriptors) keep a pinned fd up to this many: a
- * quarter of max_fds, at least 16, so that they cannot take the daemon's
- * fds. */
-static unsigned dir_pins_max(const struct zr_fs *fs)
-{
-	return ZR_MAX(fs->opt->max_fds / 4, 16u);
-}
-
-/* Files unlinked while open that keep a pinned fd (no orphan's name could
- * be made: a full disk, no hard links) up to this many, as directories. */
-static unsigned file_pins_max(const struct zr_fs *fs)
+ * directories, O_PATH descriptors) keep a pinned fd up to this many, and
+ * so do files unlinked while open that could get no orphan's name (a full
+ * disk, no hard links), each kind apart: a quarter of max_fds, at least
+ * 16, so that they cannot take the daemon's fds. */
+static unsigned pins_max(const struct zr_fs *fs)
 {
 	return ZR_MAX(fs->opt->max_fds / 4, 16u);
 }
@@ -1011,18 +1005,18 @@ static int prepare_unlink(struct zr_fs *fs, struct zr_inode *victim, struct zr_i
 	    (victim->open_count == 0 &&
 	     !(S_ISDIR(victim->type) && zr_inode_looked_up(fs, victim))))
 		return 0;
-	/* a directory is kept when it can be: at most dir_pins_max() of
+	/* a directory is kept when it can be: at most pins_max() of
 	 * them, and not when out of fds; its removal goes on as it used to */
 	if (S_ISDIR(victim->type) &&
-	    __atomic_load_n(&fs->dir_pins, __ATOMIC_RELAXED) >= dir_pins_max(fs))
+	    __atomic_load_n(&fs->dir_pins, __ATOMIC_RELAXED) >= pins_max(fs))
 		return 0;
 	/* an open file without an orphan's name needs its fd: past
-	 * file_pins_max() of them its name stays */
+	 * pins_max() of them its name stays */
 	if (S_ISREG(victim->type) &&
-	    __atomic_load_n(&fs->file_pins, __ATOMIC_RELAXED) >= file_pins_max(fs)) {
+	    __atomic_load_n(&fs->file_pins, __ATOMIC_RELAXED) >= pins_max(fs)) {
 		if (!__atomic_exchange_n(&fs->file_pins_said, true, __ATOMIC_RELAXED))
 			zr_log(ZR_LOG_WARNING, "%u files unlinked while open hold an fd each, as no orphan's name could be made for them: unlinking more open files fails with EBUSY until some are closed",
-			       file_pins_max(fs));
+			       pins_max(fs));
 		return -EBUSY;
 	}
 	fd = zr_fd_get(fs, victim);
