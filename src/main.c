@@ -198,10 +198,10 @@ static void poke_loop(void)
  * are waited for (data.c inval_inode()): a thread in such a call once the
  * session was over waited for ever for WRITEs nobody read, and the loop
  * with it (helper-47's item). (With -s, a request being served then may
- * see its sleeps cut short.) Pages users
- * dirty after the drain are lost with the session; the mount point stays,
- * without a daemon, until someone unmounts it. Nothing is done when the
- * session is already over (a failed start).
+ * see its sleeps cut short.) Pages users dirty after the drain are lost
+ * with the session; the mount point stays, without a daemon, until someone
+ * unmounts it. Nothing is done when the session is already over (a failed
+ * start).
  */
 #define ZR_DRAIN_MAX_MS 10000
 static void end_loop(int sig)

@@ -193,16 +193,16 @@ static uint64_t n_spin_stops;	/* relaxed atomic: looks that stopped the polling 
  * Which threads serve a request read from /dev/fuse and have not come back
  * to read the next one (zr_session_drained()): one slot each, written only
  * by its thread (a line of its own: no shared counter on the hot path),
- * taken at its first read under serving_lock. Threads past the slots count
- * in serving_extra (relaxed atomic).
+ * taken at its first read. Threads past the slots count in serving_extra
+ * (relaxed atomic).
  */
 #define ZR_SERVING_SLOTS 64
 static struct {
 	bool on;	/* atomic: release store, acquire load */
 } __attribute__((aligned(64))) serving_slot[ZR_SERVING_SLOTS];
-static unsigned n_serving_slots;	/* taken; serving_lock, read relaxed */
+static unsigned n_serving_slots;	/* relaxed atomic: slots taken, and tries
+					 * past the last one */
 static unsigned serving_extra;
-static pthread_mutex_t serving_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int my_slot = -1;	/* -2: none left, count in serving_extra */
 static __thread bool serving;	/* this thread serves a request */
 
@@ -211,10 +211,9 @@ static void set_serving(bool on)
 {
 	serving = on;
 	if (my_slot == -1) {
-		pthread_mutex_lock(&serving_lock);
-		my_slot = n_serving_slots < ZR_SERVING_SLOTS ?
-			  (int)__atomic_fetch_add(&n_serving_slots, 1, __ATOMIC_RELAXED) : -2;
-		pthread_mutex_unlock(&serving_lock);
+		unsigned i = __atomic_fetch_add(&n_serving_slots, 1, __ATOMIC_RELAXED);
+
+		my_slot = i < ZR_SERVING_SLOTS ? (int)i : -2;
 	}
 	if (my_slot >= 0)
 		__atomic_store_n(&serving_slot[my_slot].on, on, __ATOMIC_RELEASE);
@@ -1025,7 +1024,8 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 bool zr_session_drained(struct zr_fs *fs)
 {
 	struct pollfd p = { .fd = fuse_session_fd(fs->se), .events = POLLIN };
-	unsigned n = __atomic_load_n(&n_serving_slots, __ATOMIC_RELAXED);
+	unsigned n = ZR_MIN(__atomic_load_n(&n_serving_slots, __ATOMIC_RELAXED),
+			    (unsigned)ZR_SERVING_SLOTS);
 
 	if (__atomic_load_n(&serving_extra, __ATOMIC_RELAXED))
 		return false;

@@ -251,7 +251,6 @@ zr_mount() {
 	ZR_NMOUNT=$((ZR_NMOUNT + 1))
 	ZR_LOG="$ZR_TMP/daemon.$ZR_NMOUNT.log"
 	local args=(-f)
-	# (ZR_DAEMON_ARGS: more words for the daemon's command line, as -s)
 	[ -n "${ZR_DAEMON_ARGS:-}" ] && read -r -a args <<<"-f $ZR_DAEMON_ARGS"
 	[ -n "${ZR_E2E_OPTS:-}" ] && opts=${opts:+$opts,}$ZR_E2E_OPTS
 	[ -n "$opts" ] && args+=(-o "$opts")
