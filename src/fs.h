@@ -519,6 +519,7 @@ bool zr_session_drained(struct zr_fs *fs);
 int zr_uring_prepare(struct zr_fs *fs, size_t max_payload);
 void zr_uring_go(bool ok);
 bool zr_uring_stop(void);
+bool zr_uring_busy(void);
 bool zr_uring_reply(const struct iovec *iov, int count, ssize_t *res);
 void *zr_uring_reply_buf(size_t size);
 bool zr_uring_may_wait(void);

@@ -186,12 +186,13 @@ static void poke_loop(void)
  * page's writeback once it had copied it, and later kernels may skip FUSE
  * in the syncfs's wait), and libfuse drops what it reads once the session
  * has exited: so the daemon then waits, ZR_DRAIN_MAX_MS at most, until
- * nothing waits in /dev/fuse and nothing read from it is still served,
- * twice in a row (zr_session_drained(); helper-46, helper-47). Then the
- * loop is ended. Its thread sleeps in sem_wait() (libfuse's multi-threaded
- * loop) or read(2) (-s) and would only see fuse_session_exit()'s flag after
- * a next request, which an idle mount, or one whose requests come through
- * io_uring, may never bring (helper-43). So it is interrupted with
+ * nothing waits in /dev/fuse and nothing read from it or taken by a ring
+ * thread is still served, twice in a row (zr_session_drained();
+ * helper-46, helper-47). Then the loop is ended. Its thread sleeps in
+ * sem_wait() (libfuse's multi-threaded loop) or read(2) (-s) and would
+ * only see fuse_session_exit()'s flag after a next request, which an idle
+ * mount, or one whose requests come through io_uring, may never bring
+ * (helper-43). So it is interrupted with
  * ZR_WAKE_SIG, again every 100 ms until the loop has returned: a signal
  * that came just before it went to sleep would be lost. Before that, no
  * new request may ask the kernel to drop cached pages, and those that do
@@ -227,8 +228,8 @@ static void end_loop(int sig)
 	 * WRITEs of their dirty ones: none starts from now on, and those
 	 * under way end while the loop still serves (data.c inval_inode).
 	 * Without a limit: once the session is over, one still under way
-	 * would wait for ever, and the daemon with it (with uring=on the
-	 * drain above ends at once: it sees no ring; helper-51) */
+	 * would wait for ever, and the daemon with it (the drain above
+	 * gives up after ZR_DRAIN_MAX_MS; helper-51) */
 	__atomic_store_n(&the_fs.ending, true, __ATOMIC_SEQ_CST);
 	t0 = zr_now_ms();
 	for (unsigned n = 1; __atomic_load_n(&the_fs.invalidating, __ATOMIC_SEQ_CST); n++) {

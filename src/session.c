@@ -1018,7 +1018,9 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
  * queued for the daemon either, since a background request (a WRITE of the
  * writeback) is moved to the readable queue as one before it is answered.
  * A request between its read and its count is missed: ask twice, some time
- * apart. Requests through io_uring are not counted.
+ * apart. With uring=on, a request a ring thread serves counts too; one
+ * the kernel queues for a ring is handed to a ring thread as soon as one
+ * is free, so the rings are drained when none serves.
  * @return true or false (true when poll(2) fails).
  */
 bool zr_session_drained(struct zr_fs *fs)
@@ -1027,7 +1029,7 @@ bool zr_session_drained(struct zr_fs *fs)
 	unsigned n = ZR_MIN(__atomic_load_n(&n_serving_slots, __ATOMIC_RELAXED),
 			    (unsigned)ZR_SERVING_SLOTS);
 
-	if (__atomic_load_n(&serving_extra, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&serving_extra, __ATOMIC_RELAXED) || zr_uring_busy())
 		return false;
 	for (unsigned i = 0; i < n; i++)
 		if (__atomic_load_n(&serving_slot[i].on, __ATOMIC_ACQUIRE))

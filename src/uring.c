@@ -68,7 +68,9 @@
  * the entry holds, 0 none) is an atomic the writev hook reads, and what
  * zr_uring_stop() waits on; replied, reply_len and staged are reset by the
  * owner before it publishes unique (release), then written under the
- * entry's lock, which also protects the thread's start stage. grow_lock protects each queue's started count, each
+ * entry's lock, which also protects the thread's start stage. ents_lock
+ * lets zr_uring_busy() read unique from another thread while free_all()
+ * may run. grow_lock protects each queue's started count, each
  * entry's started flag and stopping; a queue's idle count is an atomic.
  * gate_lock protects gate.
  */
@@ -190,6 +192,9 @@ struct zr_uring_queue {
 
 static struct zr_uring_ent *ents;
 static unsigned n_ents;
+/* held for writing by free_all(), for reading by zr_uring_busy(), which
+ * another thread may call while zr_uring_stop() frees */
+static pthread_rwlock_t ents_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct zr_uring_queue *queues;
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool stopping;		/* grow_lock (atomic reads): zr_uring_stop() runs */
@@ -1344,6 +1349,7 @@ static unsigned possible_cpus(void)
 /* Free what zr_uring_prepare() made, once no thread runs. */
 static void free_all(void)
 {
+	pthread_rwlock_wrlock(&ents_lock);
 	for (unsigned i = 0; i < n_ents; i++)
 		ent_free(&ents[i]);
 	free(ents);
@@ -1351,6 +1357,7 @@ static void free_all(void)
 	ents = NULL;
 	queues = NULL;
 	n_ents = 0;
+	pthread_rwlock_unlock(&ents_lock);
 	if (stop_fd >= 0)
 		close(stop_fd);
 	stop_fd = -1;
@@ -1537,6 +1544,22 @@ static bool any_busy(void)
 		if (__atomic_load_n(&ents[i].unique, __ATOMIC_ACQUIRE))
 			return true;
 	return false;
+}
+
+/**
+ * zr_uring_busy() - whether a ring thread is serving a request, for the
+ * drain of a session that ends on a signal (zr_session_drained()). Safe
+ * from any thread, also while zr_uring_stop() frees the rings.
+ * @return true or false (false when there are no rings)
+ */
+bool zr_uring_busy(void)
+{
+	bool busy;
+
+	pthread_rwlock_rdlock(&ents_lock);
+	busy = any_busy();
+	pthread_rwlock_unlock(&ents_lock);
+	return busy;
 }
 
 /**

@@ -17,7 +17,9 @@
 # 12 s, past the 10 s the daemon waits for requests to drain) while a
 # writer dirties the file: the notification waited for WRITEs that nobody
 # read once the session was over, unkillable, and the daemon with it
-# (helper-47's item); the daemon must exit 0 within 30 s.  (The
+# (helper-47's item); the daemon must exit 0 within 30 s, and its drain
+# must have waited for the lseek's request (with uring=on, where a ring
+# thread serves it, the drain once ended at once).  (The
 # daemon's syncfs of the mount, for the pages the kernel still holds, is
 # not proven here: FUSE's strict per-mount dirty limit makes the kernel
 # send a fresh mount's pages almost at once.)
@@ -219,3 +221,7 @@ wait "$seeker" "$writer" 2>/dev/null || true
 umount "$M" 2>/dev/null || umount -l "$M" || fail "cannot unmount the daemon's dead mount"
 [ "$rc" = 0 ] || fail "daemon exited with status $rc after SIGTERM"
 grep -q "cannot unmount" "$ZR_LOG" || fail "the daemon did not say it could not unmount"
+# the lseek's request was being served all along: the drain must have
+# waited for it (with uring=on too, where a ring thread serves it)
+grep -q "requests still come after" "$ZR_LOG" ||
+	fail "the drain did not wait for the request still being served (the lseek, held 12 s)"
