@@ -483,7 +483,8 @@ static bool is_byte_stat(const char *name)
 	size_t len = strlen(name);
 
 	return strncmp(name, "bytes_", 6) == 0 || strcmp(name, "budget") == 0 ||
-	       strncmp(name, "mem_used_", 9) == 0 ||
+	       strncmp(name, "mem_used_", 9) == 0 || strcmp(name, "written_around") == 0 ||
+	       strcmp(name, "removed_dropped") == 0 ||
 	       (len > 5 && strcmp(name + len - 5, "_size") == 0) ||
 	       (len > 6 && strcmp(name + len - 6, "_bytes") == 0);
 }
@@ -930,9 +931,14 @@ static int do_umount(const char *arg, bool lazy)
 			(void)syncfs(fd);
 			close(fd);
 		}
-		if (send_command(m.mnt, "writeback all") < 0) {
-			fprintf(stderr, "zramfsctl: %s: not unmounted: its dirty data stays in RAM until it can be written back\n",
-				m.mnt);
+		e = -send_command(m.mnt, "writeback all");
+		if (e) {
+			if (e == EACCES || e == EPERM)
+				fprintf(stderr, "zramfsctl: %s: not unmounted: only its owner or root may write it back and unmount it\n",
+					m.mnt);
+			else
+				fprintf(stderr, "zramfsctl: %s: not unmounted: its dirty data stays in RAM until it can be written back\n",
+					m.mnt);
 			goto out;
 		}
 	}
@@ -1034,7 +1040,8 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const commands[] = { "writeback", "drop-clean", "compact", "set" };
+	/* (drop_clean: the control file's spelling, taken too) */
+	static const char *const commands[] = { "writeback", "drop-clean", "drop_clean", "compact", "set" };
 	uint64_t ms;
 	int c, status;
 

@@ -134,6 +134,11 @@ if [ -x "$ZRAMFSCTL" ]; then
 	grep -qF "$M" "$ZR_TMP/ctl" || fail "zramfsctl $M does not show the mount"
 	[ "$(wc -l <"$ZR_TMP/ctl")" -ge 2 ] || fail "zramfsctl $M prints no table"
 	"$ZRAMFSCTL" --json "$M" >"$ZR_TMP/json" || fail "zramfsctl --json failed"
+	# (the control file's spelling is taken too: it was read as a mount
+	# point, and the command exited 1 having dropped nothing)
+	for c in drop-clean drop_clean; do
+		"$ZRAMFSCTL" "$c" "$M" || fail "zramfsctl $c $M failed"
+	done
 	grep -q orig_data_size "$ZR_TMP/json" || fail "JSON lacks orig_data_size"
 	if command -v python3 >/dev/null; then
 		python3 -m json.tool "$ZR_TMP/json" >/dev/null || fail "zramfsctl --json is not valid JSON"
