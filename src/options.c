@@ -36,6 +36,7 @@ enum {
 	KEY_RO,
 	KEY_RW,
 	KEY_IGNORE,
+	KEY_REMOUNT,
 };
 
 #define ZR_OPT(t, f) { t, offsetof(struct zr_options, f), 0 }
@@ -84,6 +85,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	FUSE_OPT_KEY("user", KEY_IGNORE),
 	FUSE_OPT_KEY("users", KEY_IGNORE),
 	FUSE_OPT_KEY("rw", KEY_RW),
+	FUSE_OPT_KEY("remount", KEY_REMOUNT),
 	FUSE_OPT_END
 };
 
@@ -156,6 +158,12 @@ static int zr_opt_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_IGNORE:
 		return 0;
+	case KEY_REMOUNT:
+		/* (mount -o remount runs the helper, which would start a
+		 * second daemon on the mount point) */
+		snprintf(pc->err, pc->errlen,
+			 "remount is not supported: change size= or dirty_expire= of a live mount with 'zramfsctl set MOUNTPOINT size=SIZE dirty_expire=DURATION'");
+		return -1;
 	case FUSE_OPT_KEY_OPT:
 		if (strncmp(arg, "x-", 2) == 0)
 			return 0;	/* fstab/systemd comments */

@@ -3,8 +3,8 @@
 # bad_options: every bad mount option or value, a missing backing directory,
 # a backing path that is a regular file, a mount point already in use or
 # inside the backing directory (the daemon would reach its own mount) are
-# refused: non-zero exit, a message on stderr that names the bad thing, and
-# nothing mounted.  Positive controls first: the same options with good
+# refused (so is -o remount, which mount(8) hands to the helper): non-zero
+# exit, a message on stderr that names the bad thing, and nothing mounted.  Positive controls first: the same options with good
 # values mount and show in .zramfs/config, so a daemon that refuses
 # everything does not pass.
 . "$(dirname "$0")/lib.sh"
@@ -162,5 +162,9 @@ zr_is_mounted "$M" || fail "the first mount is gone after the refused second one
 [ "$(awk -v p="$M" '$5 == p' /proc/self/mountinfo | wc -l)" = 1 ] ||
 	fail "$M is mounted more than once"
 echo still >"$ZR_MNT/alive" || fail "the first mount stopped working"
+# mount -o remount,size=1G runs the helper with remount among the options:
+# it must point to zramfsctl set, not say the mount point is in use
+refused "remount&zramfsctl set" -o remount,size=1G "$B" "$M"
+zr_is_mounted "$M" || fail "the mount is gone after a refused remount"
 zr_umount
 [ "$(cat "$B/alive")" = still ] || fail "data of the first mount lost"
