@@ -2183,14 +2183,19 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -rc);
 }
 
-/* close(): report a writeback error of this file (it does not force writeback). */
+/*
+ * close(): report a writeback error of this file (it does not force
+ * writeback) to a handle that may write: the kernel sends FLUSH at every
+ * close, and a reader's close took the error its writer's close was to
+ * report (helper-52, as beb1973 for lseek).
+ */
 void zr_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
 	int rc = 0;
 
-	if (!zr_is_ctl(ino)) {
+	if (!zr_is_ctl(ino) && (fi->fh & ZR_FH_WRITER)) {
 		in = zr_inode_from_ino(fs, ino);
 		if (in->blocks)
 			rc = zr_file_take_error(in->blocks);

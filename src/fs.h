@@ -20,6 +20,7 @@
 #ifndef FUSE_USE_VERSION
 #define FUSE_USE_VERSION 312
 #endif
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -227,6 +228,18 @@ struct zr_inode {
 
 /* The file capabilities a write must drop (data.c, ops.c). */
 #define ZR_XATTR_CAPS "security.capability"
+
+/*
+ * fuse_file_info.fh of a regular file's handle: ZR_FH_WRITER when it was
+ * opened for writing, so that its close (FLUSH) reports the file's
+ * writeback errors and a reader's does not.
+ */
+#define ZR_FH_WRITER 1u
+
+static inline uint64_t zr_fh_of(int open_flags)
+{
+	return (open_flags & O_ACCMODE) != O_RDONLY ? ZR_FH_WRITER : 0;
+}
 
 #define ZR_FILL_QLEN 2048		/* queued runs of blocks to copy into the tier */
 

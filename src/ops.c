@@ -1389,7 +1389,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
 	 * first writes back a cached extension of the file */
-	fi->fh = 0;
+	fi->fh = zr_fh_of(fi->flags);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* the opener is gone (interrupted): no RELEASE will come */
 		handle_end(fs, in);
@@ -1485,7 +1485,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fi->keep_cache = 1;
 	/* O_DIRECT: no direct_io reply flag; the kernel's own O_DIRECT path
 	 * first writes back a cached extension of the file */
-	fi->fh = 0;
+	fi->fh = zr_fh_of(fi->flags);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* the creator is gone: no RELEASE, and no FORGET for the
 		 * lookup the reply carried */
