@@ -402,6 +402,33 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 }
 
 /*
+ * Log a failed writeback of @len bytes at @start of @ino (@rc: -errno): at
+ * most one line a second, saying how many were left out since the last
+ * one (a full disk fails every run of every dirty file, from several
+ * threads). Threads race for the line: at worst two come in one second.
+ */
+static void log_wb_error(const struct zr_inode *ino, uint64_t start, uint64_t len, int rc)
+{
+	static uint64_t last_ms, quiet;
+	uint64_t now = zr_now_ms(), n;
+	char more[96] = "";
+
+	if (__atomic_load_n(&last_ms, __ATOMIC_RELAXED) &&
+	    now - __atomic_load_n(&last_ms, __ATOMIC_RELAXED) < 1000) {
+		__atomic_add_fetch(&quiet, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&last_ms, now, __ATOMIC_RELAXED);
+	n = __atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED);
+	if (n)
+		snprintf(more, sizeof(more), " (and %llu more since the last such line)",
+			 (unsigned long long)n);
+	zr_log(ZR_LOG_ERR, "writeback of %llu bytes at offset %llu of inode %llu failed: %s%s",
+	       (unsigned long long)len, (unsigned long long)start,
+	       (unsigned long long)ino->key.ino, strerror(-rc), more);
+}
+
+/*
  * The store's writeback callback: write @nblocks blocks of file @owner from
  * @buf, clipped to the cached size, then stamp the cached mtime so that make
  * and friends see the time of the write, not of the writeback.
@@ -460,9 +487,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 			(void)futimens(fd, ts);
 		}
 	} else {
-		zr_log(ZR_LOG_ERR, "writeback of %llu bytes at offset %llu of inode %llu failed: %s",
-		       (unsigned long long)len, (unsigned long long)start,
-		       (unsigned long long)ino->key.ino, strerror(-rc));
+		log_wb_error(ino, start, len, rc);
 	}
 	zr_fd_put(fs, ino);
 	return rc;

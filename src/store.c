@@ -1778,10 +1778,12 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
 /*
  * One file the expiry walk took (referenced), written back if dirty and
  * may_expire allows; @now, when the walk began. Under f->lock: a file left
- * listed clean (dirty_leave()) is taken off; one still dirty after a
- * writeback that succeeded was written to meanwhile, and goes to the tail
- * with a new clock, as Linux's redirty_tail() does (else it would be
- * written at every walk while writes go on). @return 0 or -errno.
+ * listed clean (dirty_leave()) is taken off; one still dirty after its
+ * writeback was written to meanwhile or refused, and goes to the tail
+ * with a new clock, as Linux's redirty_tail() does: else it would be
+ * written at every walk while writes go on, or while the backing
+ * filesystem refuses it (a full disk, a quota: each walk rewrote and
+ * logged every run of such a file; helper-53). @return 0 or -errno.
  */
 static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint8_t **buf)
 {
@@ -1803,8 +1805,6 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
 	if (!expire)
 		return 0;
 	rc = file_writeback(f, ZR_WB_ALL, buf);
-	if (rc)
-		return rc;
 	pthread_mutex_lock(&f->lock);
 	pthread_mutex_lock(&st->dirty_lock);
 	if (f->ndirty && f->dlisted && zr_stat_read(&f->dirty_since) <= now) {
@@ -1813,7 +1813,7 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
 	}
 	pthread_mutex_unlock(&st->dirty_lock);
 	pthread_mutex_unlock(&f->lock);
-	return 0;
+	return rc;
 }
 
 /*
@@ -1825,11 +1825,10 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
  * and every file turning dirty or clean waits for it), and writes them
  * back without it (expire_one()). Between batches a cursor, expire_next,
  * which dirty_unlink() moves on, keeps its place, so each file is looked
- * at once: files left in place (a failed writeback of a file with other
- * dirty blocks left, an orphan that may_expire refuses) are not walked
- * again, and files listed after the walk began (dseq) end it. A failed
- * writeback of a file's only dirty block restarts its clock
- * (dirty_restart()): it is tried a period later. One
+ * at once: files left in place (an orphan that may_expire refuses) are
+ * not walked again, and files listed after the walk began (dseq) end it.
+ * A file whose writeback failed gets a new clock (expire_one(), and
+ * dirty_restart() for its only dirty block): it is tried a period later. One
  * walk at a time: a second caller returns 0 at once.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)

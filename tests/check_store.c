@@ -892,10 +892,10 @@ END_TEST
 /*
  * More expired files than one batch of the walk takes, behind a file that
  * may not be written back by age (an orphan), with one whose writeback
- * fails with another dirty block left (it stays in place) and one whose
- * only dirty block fails at the end of the first batch (it goes to the
- * tail with a new clock): all the others are written, each once; those
- * three stay dirty and listed, and are not taken twice in one walk.
+ * fails with another dirty block left and one whose only dirty block
+ * fails at the end of the first batch (both go to the tail with a new
+ * clock): all the others are written, each once; those three stay dirty
+ * and listed, and are not taken twice in one walk.
  */
 START_TEST(test_expire_batches)
 {
@@ -935,6 +935,49 @@ START_TEST(test_expire_batches)
 		zr_file_put(f[i]);
 	zr_store_destroy(st);
 	free(f);
+	free(in);
+}
+END_TEST
+
+/*
+ * A file the backing filesystem refuses, with more than one dirty block,
+ * gets a new clock as one with a single block does: a walk soon after
+ * leaves it alone, and one a period later tries it again (each walk
+ * rewrote every run of such a file, and the daemon logged each; helper-53).
+ */
+START_TEST(test_expire_refused_waits)
+{
+	uint32_t bs = 4096;
+	const unsigned expire = 200, u = 1000;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, 1 << 30, &r);
+	unsigned char *in = xmalloc(bs);
+	struct zr_prepared p;
+	struct zr_file *f;
+
+	zr_datagen_fill(ZR_DATA_TEXT, 0, in, bs);
+	ck_assert_int_eq(zr_file_create(st, &f, &f), 0);
+	dirty_one(f, in);
+	ck_assert_int_eq(zr_file_prepare(f, in, &p), 0);	/* a gap: two runs */
+	ck_assert_int_eq(zr_file_install(f, 2, &p, ZR_WRITE_DIRTY), 0);
+	r.fail = -ENOSPC;
+	r.fail_owner = &f;
+	usleep(3 * expire / 2 * u);
+	r.ncalls = 0;
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), -ENOSPC);
+	ck_assert_uint_eq(r.ncalls, 2);
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), 0);
+	ck_assert_uint_eq(r.ncalls, 2);		/* not tried again yet */
+	ck_assert_uint_eq(zr_store_test_dirty_listed(st), 1);
+	usleep(3 * expire / 2 * u);
+	ck_assert_int_eq(zr_store_writeback_expired(st, expire), -ENOSPC);
+	ck_assert_uint_eq(r.ncalls, 4);
+	r.fail = 0;
+	ck_assert_int_eq(zr_store_writeback_expired(st, 0), 0);
+	ck_assert(!zr_file_dirty(f));
+	ck_assert_int_eq(zr_file_take_error(f), -ENOSPC);
+	zr_file_put(f);
+	zr_store_destroy(st);
 	free(in);
 }
 END_TEST
@@ -2678,6 +2721,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_expire_order);
 	tcase_add_test(tc, test_expire_rewrite);
 	tcase_add_test(tc, test_expire_batches);
+	tcase_add_test(tc, test_expire_refused_waits);
 	tcase_add_test(tc, test_expire_cursor);
 	tcase_add_test(tc, test_settle_full_tier);
 	tcase_add_test(tc, test_settle_resumes);
