@@ -2039,6 +2039,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		if (tail) {
 			memset(blk + size % bs, 0, bs - size % bs);
 			if (zr_file_prepare(ino->blocks, blk, &p) != 0) {
+				zr_stat_add(&fs->tb_writes, 1);	/* (zr_data_syncfs()) */
 				rc = full_pwrite(fd, blk, size % bs, (off_t)(idx * bs));
 				if (rc == 0)
 					zr_stat_add(&fs->bytes_written_backing, size % bs);
@@ -2367,6 +2368,7 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		/* what is zeros on disk leaves the tier, also after an
 		 * error (a clean block there would read the old data until
 		 * it were dropped) */
+		zr_stat_add(&fs->tb_writes, 1);	/* (zr_data_syncfs()) */
 		rc = zero_backing(fd, first * bs, last * bs, held, &zeroed);
 		if (zeroed / bs > first)
 			zr_file_drop(ino->blocks, first, zeroed / bs - first);

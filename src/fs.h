@@ -291,8 +291,9 @@ struct zr_fs {
 					 * syncfs failed after data had left RAM,
 					 * which may be lost: the exit status says
 					 * so */
-	uint64_t tb_writes;		/* relaxed atomic: writes to_backing() put
-					 * straight in the backing file */
+	uint64_t tb_writes;		/* relaxed atomic: writes straight to the
+					 * backing file (to_backing(), a
+					 * truncate's tail, a punch's zeros) */
 	uint64_t wb_writes;		/* relaxed atomic: writebacks begun
 					 * (zr_data_writeback_cb) */
 	pthread_mutex_t mode_lock;	/* around a backing file's mode changes: a
