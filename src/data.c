@@ -2647,28 +2647,50 @@ static double psi_memory_some(void)
  * Under memory pressure the tier shrinks toward the disk before the kernel
  * starts evicting the working set of the programs (the zswap lesson): when
  * tasks stall on memory more than ZR_PSI_HIGH percent of the time, give back
- * a quarter of what the tier holds per period, down to ZR_PSI_FLOOR of the
- * budget.
+ * a quarter of what the tier holds, down to ZR_PSI_FLOOR_PCT of the budget,
+ * then sync the backing filesystem, as lowmem_shrink() does and for the
+ * same reason. At most once per ZR_PSI_EVERY_MS: avg10 goes on showing the
+ * stalls of the last 10 s after a shrink, and a shrink at each turn of
+ * the thread took the tier to its floor (helper-53). On a backing
+ * filesystem in RAM only clean blocks go, as in lowmem_shrink(): a
+ * writeback there takes more RAM than it gives back.
  */
 #define ZR_PSI_HIGH 10.0
 #define ZR_PSI_FLOOR_PCT 10
+#define ZR_PSI_EVERY_MS 10000
 
 static void psi_shrink(struct zr_fs *fs)
 {
+	/* the writeback thread's own: when it last shrank */
+	static uint64_t last_ms;
 	struct zr_stats s;
-	uint64_t target, floor;
+	uint64_t target, floor, now;
 	double some = psi_memory_some();
+	int64_t n;
 
 	if (some < ZR_PSI_HIGH)
+		return;
+	now = zr_now_ms();
+	if (last_ms && now - last_ms < ZR_PSI_EVERY_MS)
 		return;
 	zr_store_get_stats(fs->store, &s);
 	floor = s.budget / 100 * ZR_PSI_FLOOR_PCT;
 	if (s.mem_used_total <= floor)
 		return;
+	last_ms = now;
 	target = ZR_MAX(s.mem_used_total / 4 * 3, floor);
-	zr_log(ZR_LOG_INFO, "memory pressure %.1f%%: shrinking the tier to %llu bytes",
-	       some, (unsigned long long)target);
-	(void)zr_store_reclaim(fs->store, target, UINT64_MAX);
+	zr_log(ZR_LOG_INFO, "memory pressure %.1f%%: shrinking the tier to %llu bytes%s",
+	       some, (unsigned long long)target,
+	       fs->backing_in_ram ? " (clean blocks only: the backing directory is in RAM)" : "");
+	if (fs->backing_in_ram) {
+		n = (int64_t)zr_store_drop_clean(fs->store);
+	} else {
+		n = zr_store_reclaim(fs->store, target, UINT64_MAX);
+		if (n > 0)
+			(void)zr_data_syncfs(fs, "the memory-pressure shrink");
+	}
+	if (n > 0)
+		(void)zr_store_compact(fs->store);
 	zr_stat_add(&fs->psi_shrinks, 1);
 }
 

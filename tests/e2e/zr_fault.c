@@ -48,7 +48,9 @@
  * window in which the backing names have changed and the daemon's record
  * of them not yet. With ZR_FAULT_INVAL_DELAY_MS=N, the first writev(2)
  * while armed of a FUSE_NOTIFY_INVAL_INODE message disarms and sleeps N ms
- * before it is made: a notification that reaches the kernel late.
+ * before it is made: a notification that reaches the kernel late. With
+ * ZR_FAULT_PSI=FILE, fopen(3) of /proc/pressure/memory opens FILE instead
+ * (armed or not): the memory pressure the test writes there.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -497,4 +499,31 @@ int umount2(const char *target, int flags)
 		return -1;
 	}
 	return ((umount2_fn)dlsym(RTLD_NEXT, "umount2"))(target, flags);
+}
+
+typedef FILE *(*fopen_fn)(const char *, const char *);
+
+/* /proc/pressure/memory is read from ZR_FAULT_PSI instead, when set */
+static FILE *psi_fopen(const char *sym, const char *path, const char *mode)
+{
+	fopen_fn real = (fopen_fn)dlsym(RTLD_NEXT, sym);
+	const char *psi = getenv("ZR_FAULT_PSI");
+
+	if (!real) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (psi && *psi && strcmp(path, "/proc/pressure/memory") == 0)
+		path = psi;
+	return real(path, mode);
+}
+
+FILE *fopen(const char *path, const char *mode)
+{
+	return psi_fopen("fopen", path, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode)
+{
+	return psi_fopen("fopen64", path, mode);
 }
