@@ -115,18 +115,60 @@ static bool is_zramfs_mount(const char *path)
 }
 
 /*
+ * The mount point of a zramfs mounted from the backing directory whose
+ * canonical path is @backing (its fsname, which mountinfo shows as its
+ * source), into @mnt. @return whether there is one.
+ */
+static bool mounted_from(const char *backing, char *mnt, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[8192];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char mp[PATH_MAX], type[64], src[PATH_MAX];
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
+		    strcmp(type, "fuse.zramfs") != 0)
+			continue;
+		zr_unescape_octal(src);
+		if (strcmp(src, backing) != 0)
+			continue;
+		zr_unescape_octal(mp);
+		snprintf(mnt, len, "%s", mp);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
  * One daemon per backing directory: an flock(2) on it, held for the
  * daemon's life (the fd is inherited across fuse_daemonize()). A daemon
  * still writing back after an unmount (final_writeback()) would otherwise
  * write its old blocks over what a new mount of the same directory wrote.
- * A previous daemon is given 10 s to finish. Filesystems without flock
- * (some network ones) go unlocked. @return 0 or -EBUSY.
+ * A previous daemon is given 10 s to finish; one whose mount is still
+ * there (@backing, canonical, is the source of a zramfs mount) is not
+ * waited for: that mount is named (helper-54: the user waited 10 s to be
+ * told). Filesystems without flock (some network ones) go unlocked.
+ * @return 0, -EEXIST (that mount is there: said so), or -EBUSY.
  */
-static int lock_backing(int root_fd)
+static int lock_backing(int root_fd, const char *backing)
 {
+	char mnt[PATH_MAX];
+
 	for (int i = 0; i < 100; i++) {
 		if (flock(root_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
 			return 0;
+		if (i == 0 && mounted_from(backing, mnt, sizeof(mnt))) {
+			fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s'\n",
+				backing, mnt);
+			return -EEXIST;
+		}
 		if (i == 0)
 			fprintf(stderr, "zramfs: waiting for the daemon of the backing directory's previous mount to finish\n");
 		usleep(100 * 1000);
@@ -565,10 +607,11 @@ int main(int argc, char *argv[])
 			real_mnt, opt.backing);
 		goto out_fd;
 	}
-	rc = lock_backing(root_fd);
+	rc = lock_backing(root_fd, opt.backing_real);
 	if (rc) {
-		fprintf(stderr, "zramfs: backing directory '%s' is in use by another zramfs daemon (mounted elsewhere, or still writing back after an unmount: see its log)\n",
-			opt.backing);
+		if (rc == -EBUSY)
+			fprintf(stderr, "zramfs: backing directory '%s' is in use by another zramfs daemon (mounted elsewhere, or still writing back after an unmount: see its log)\n",
+				opt.backing);
 		goto out_fd;
 	}
 	mount_path = real_mnt;

@@ -3,10 +3,12 @@
 # bad_options: every bad mount option or value, a missing backing directory,
 # a backing path that is a regular file, a mount point already in use or
 # inside the backing directory (the daemon would reach its own mount) are
-# refused (so is -o remount, which mount(8) hands to the helper): non-zero
-# exit, a message on stderr that names the bad thing, and nothing mounted.  Positive controls first: the same options with good
-# values mount and show in .zramfs/config, so a daemon that refuses
-# everything does not pass.
+# refused (so are -o remount, which mount(8) hands to the helper, and a
+# backing directory another zramfs is mounted from): non-zero exit, a
+# message on stderr that names the bad thing, and nothing mounted.
+# Positive controls first: the same options with good values mount and
+# show in .zramfs/config, so a daemon that refuses everything does not
+# pass.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "checks the daemon's option parsing"
@@ -162,6 +164,10 @@ zr_is_mounted "$M" || fail "the first mount is gone after the refused second one
 [ "$(awk -v p="$M" '$5 == p' /proc/self/mountinfo | wc -l)" = 1 ] ||
 	fail "$M is mounted more than once"
 echo still >"$ZR_MNT/alive" || fail "the first mount stopped working"
+# the same backing directory on another mount point: refused at once,
+# naming the mount (a wait of 10 s for a daemon to finish came first)
+mkdir -p "$ZR_TMP/m2"
+refused "in use by the zramfs mounted on '$M'" "$B" "$ZR_TMP/m2"
 # mount -o remount,size=1G runs the helper with remount among the options:
 # it must point to zramfsctl set, not say the mount point is in use
 refused "remount&zramfsctl set" -o remount,size=1G "$B" "$M"
