@@ -151,29 +151,37 @@ static bool mounted_from(const char *backing, char *mnt, size_t len)
  * daemon's life (the fd is inherited across fuse_daemonize()). A daemon
  * still writing back after an unmount (final_writeback()) would otherwise
  * write its old blocks over what a new mount of the same directory wrote.
- * A previous daemon is given 10 s to finish; one whose mount is still
- * there (@backing, canonical, is the source of a zramfs mount) is not
- * waited for: that mount is named (helper-54: the user waited 10 s to be
- * told). Filesystems without flock (some network ones) go unlocked.
+ * A previous daemon is given 10 s to finish. When a zramfs is still
+ * mounted from the directory (@backing, canonical, is its source), that
+ * mount is named, first and in the refusal (helper-54: the message spoke
+ * of a previous mount only); it is waited for all the same, as it may be
+ * a dead mount whose daemon is finishing its writeback (end_loop()), and
+ * asking the mount whether it lives could hang on a stopped daemon.
+ * Filesystems without flock (some network ones) go unlocked.
  * @return 0, -EEXIST (that mount is there: said so), or -EBUSY.
  */
 static int lock_backing(int root_fd, const char *backing)
 {
 	char mnt[PATH_MAX];
+	bool named = false;
 
 	for (int i = 0; i < 100; i++) {
 		if (flock(root_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
 			return 0;
-		if (i == 0 && mounted_from(backing, mnt, sizeof(mnt))) {
-			fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s'\n",
-				backing, mnt);
-			return -EEXIST;
+		if (i == 0) {
+			named = mounted_from(backing, mnt, sizeof(mnt));
+			if (named)
+				fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s': waiting 10 s for it to go\n",
+					backing, mnt);
+			else
+				fprintf(stderr, "zramfs: waiting for the daemon of the backing directory's previous mount to finish\n");
 		}
-		if (i == 0)
-			fprintf(stderr, "zramfs: waiting for the daemon of the backing directory's previous mount to finish\n");
 		usleep(100 * 1000);
 	}
-	return -EBUSY;
+	if (named)
+		fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s' (unmount it first)\n",
+			backing, mnt);
+	return named ? -EEXIST : -EBUSY;
 }
 
 /* Whether the canonical path @mnt lies inside the directory whose

@@ -1018,9 +1018,10 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
  * queued for the daemon either, since a background request (a WRITE of the
  * writeback) is moved to the readable queue as one before it is answered.
  * A request between its read and its count is missed: ask twice, some time
- * apart. With uring=on, a request a ring thread serves counts too; one
- * the kernel queues for a ring is handed to a ring thread as soon as one
- * is free, so the rings are drained when none serves.
+ * apart. With uring=on, a request a ring thread serves counts too
+ * (zr_uring_busy()): that narrows the gap, not closes it, as a ring
+ * thread holds no request between its reply and its next completion, nor
+ * while its next completion waits to be picked up.
  * @return true or false (true when poll(2) fails).
  */
 bool zr_session_drained(struct zr_fs *fs)

@@ -1557,7 +1557,8 @@ bool zr_uring_busy(void)
 	bool busy;
 
 	pthread_rwlock_rdlock(&ents_lock);
-	busy = any_busy();
+	/* (active: zr_uring_prepare() has made the entries, before) */
+	busy = __atomic_load_n(&active, __ATOMIC_ACQUIRE) && any_busy();
 	pthread_rwlock_unlock(&ents_lock);
 	return busy;
 }

@@ -164,8 +164,9 @@ zr_is_mounted "$M" || fail "the first mount is gone after the refused second one
 [ "$(awk -v p="$M" '$5 == p' /proc/self/mountinfo | wc -l)" = 1 ] ||
 	fail "$M is mounted more than once"
 echo still >"$ZR_MNT/alive" || fail "the first mount stopped working"
-# the same backing directory on another mount point: refused at once,
-# naming the mount (a wait of 10 s for a daemon to finish came first)
+# the same backing directory on another mount point: refused (after 10 s:
+# the mount may be a dead one whose daemon is finishing), naming the
+# mount (the message spoke of a previous mount only)
 mkdir -p "$ZR_TMP/m2"
 refused "in use by the zramfs mounted on '$M'" "$B" "$ZR_TMP/m2"
 # mount -o remount,size=1G runs the helper with remount among the options:

@@ -109,9 +109,7 @@ say "${#accepted[@]} files accepted, $refused refused; enospc $(zr_stat enospc),
 [ "${#accepted[@]}" -gt 0 ] || fail "no file was accepted: the test shows nothing"
 zr_drop_kcache
 for f in "${accepted[@]}"; do
-	# (a reader's close may report a background writeback of the file
-	# that failed meanwhile: "the next fsync/close" gets it; the bytes
-	# are what counts here)
+	# (the bytes are what counts here)
 	cmp "$ZR_TMP/src/$f" <(cat "$M/$f" 2>/dev/null) ||
 		fail "$f: write() and close() succeeded, but it reads back wrong"
 done

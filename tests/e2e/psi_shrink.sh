@@ -46,6 +46,10 @@ for where in disk tmpfs; do
 	say "backing directory on $where"
 	B=$ZR_TMP/backing-$where
 	mkdir -p "$B"
+	if [ $where = disk ] && [[ "$(stat -f -c %T "$B")" =~ ^(tmpfs|ramfs)$ ]]; then
+		say "skipped: $ZR_TMP is in RAM (set TMPDIR to a directory on a disk)"
+		continue
+	fi
 	[ $where = tmpfs ] && zr_mount_tmpfs "$B" 64m
 	pressure 0.00
 	ZR_FAULT_PSI=$P LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \

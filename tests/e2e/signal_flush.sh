@@ -14,7 +14,7 @@
 # everything back, with -s too, also while a file is held open.  Last, in
 # the same setting: an lseek(SEEK_DATA) whose request asks the kernel to
 # drop its cached pages of the file (zr_fault.so holds that notification
-# 12 s, past the 10 s the daemon waits for requests to drain) while a
+# 14 s, past the 10 s the daemon waits for requests to drain) while a
 # writer dirties the file: the notification waited for WRITEs that nobody
 # read once the session was over, unkillable, and the daemon with it
 # (helper-47's item); the daemon must exit 0 within 30 s, and its drain
@@ -172,7 +172,7 @@ if uname -r | awk -F. '{ exit !($1 < 6 || ($1 == 6 && $2 < 16)) }'; then
 	exit 0
 fi
 rm -rf "${B:?}"/*
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_INVAL_DELAY_MS=12000 ZR_FAULT_UMOUNT=1 \
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_INVAL_DELAY_MS=14000 ZR_FAULT_UMOUNT=1 \
 	PATH="$ZR_TMP/fakebin:$PATH" LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
 	zr_mount "dirty_expire=1h" "$B" "$M"
 pid=$ZR_PID
@@ -189,7 +189,7 @@ python3 -c '
 import mmap, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 mm = mmap.mmap(fd, 65536)
-end, n = time.time() + 11.5, 0
+end, n = time.time() + 13.5, 0
 while time.time() < end:
     mm[8192 + (n % 8) * 4096] = n % 256
     n += 1
@@ -224,4 +224,4 @@ grep -q "cannot unmount" "$ZR_LOG" || fail "the daemon did not say it could not 
 # the lseek's request was being served all along: the drain must have
 # waited for it (with uring=on too, where a ring thread serves it)
 grep -q "requests still come after" "$ZR_LOG" ||
-	fail "the drain did not wait for the request still being served (the lseek, held 12 s)"
+	fail "the drain did not wait for the request still being served (the lseek, held 14 s)"
