@@ -1938,14 +1938,29 @@ static void zr_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, rc);
 }
 
+/*
+ * statfs(2): the backing filesystem's, less the room the dirty blocks in
+ * RAM will take when they are written back (each counted as a whole
+ * block of new space: an upper bound, as a block that rewrites data
+ * already on disk takes none), so that df(1) and a program that checks
+ * for room before it writes are not told of space that is spoken for.
+ */
 static void zr_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct statvfs sv;
+	struct zr_stats s;
+	uint64_t need;
 
 	if (fstatvfs(fs->root_fd, &sv) < 0) {
 		fuse_reply_err(req, errno);
 		return;
+	}
+	if (fs->store && sv.f_frsize) {
+		zr_store_get_stats(fs->store, &s);
+		need = (s.blocks_dirty * fs->bs + sv.f_frsize - 1) / sv.f_frsize;
+		sv.f_bfree = sv.f_bfree > need ? sv.f_bfree - need : 0;
+		sv.f_bavail = sv.f_bavail > need ? sv.f_bavail - need : 0;
 	}
 	fuse_reply_statfs(req, &sv);
 }

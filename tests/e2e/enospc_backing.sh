@@ -18,7 +18,8 @@
 # backing file: a later truncate up must read zeros there.  (5) A reader's
 # lseek(SEEK_DATA) and close() while the writeback fails do not take the
 # file's error (the kernel sends FLUSH at every close, a reader's too):
-# the writer's close() still reports it.
+# the writer's close() still reports it.  (6) statfs of the mount counts
+# the dirty data still in RAM as taken in the backing filesystem.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "writeback errors come from the daemon"
@@ -222,5 +223,24 @@ mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"
 zr_ctl writeback all
 zr_umount
 [ "$(stat -c %s "$B/h")" = $((8 << 20)) ] || fail "h is $(stat -c %s "$B/h") bytes on disk, not 8 MiB"
+umount "$B" || fail "cannot unmount the tmpfs"
+
+say "phase 6: statfs counts the dirty data in RAM as taken"
+zr_mount_tmpfs "$B" 64m
+zr_mount "size=64M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+M=$ZR_MNT
+# avail PATH: bytes free to users, as df shows them
+avail() { stat -f -c '%a %S' "$1" | awk '{ print $1 * $2 }'; }
+head -c $((32 << 20)) /dev/urandom >"$M/d"
+sync -f "$M"
+[ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "no dirty blocks: the case is not tested"
+a_m=$(avail "$M") a_b=$(avail "$B")
+say "free: $a_m bytes through the mount, $a_b in the backing tmpfs"
+[ "$a_m" -le $((a_b - (32 << 20))) ] ||
+	fail "statfs of the mount shows $a_m bytes free, but 32 MiB of the backing tmpfs's $a_b are spoken for"
+zr_ctl writeback all
+[ "$(avail "$M")" = "$(avail "$B")" ] ||
+	fail "with nothing dirty, statfs of the mount differs from the backing tmpfs's"
+zr_umount
 umount "$B" || fail "cannot unmount the tmpfs"
 say "ok"
