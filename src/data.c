@@ -2652,8 +2652,9 @@ static double psi_memory_some(void)
  * same reason. At most once per ZR_PSI_EVERY_MS: avg10 goes on showing the
  * stalls of the last 10 s after a shrink, and a shrink at each turn of
  * the thread took the tier to its floor (helper-53). On a backing
- * filesystem in RAM only clean blocks go, as in lowmem_shrink(): a
- * writeback there takes more RAM than it gives back.
+ * filesystem in RAM every clean block goes instead and nothing is written
+ * back, as in lowmem_shrink(): a writeback there takes more RAM than it
+ * gives back.
  */
 #define ZR_PSI_HIGH 10.0
 #define ZR_PSI_FLOOR_PCT 10

@@ -242,9 +242,9 @@ static void poke_loop(void)
  * sem_wait() (libfuse's multi-threaded loop) or read(2) (-s) and would
  * only see fuse_session_exit()'s flag after a next request, which an idle
  * mount, or one whose requests come through io_uring, may never bring
- * (helper-43). So it is interrupted with
- * ZR_WAKE_SIG, again every 100 ms until the loop has returned: a signal
- * that came just before it went to sleep would be lost. Before that, no
+ * (helper-43). So it is interrupted with ZR_WAKE_SIG, again every 100 ms
+ * until the loop has returned: a signal that came just before it went to
+ * sleep would be lost. Before that, no
  * new request may ask the kernel to drop cached pages, and those that do
  * are waited for (data.c inval_inode()): a thread in such a call once the
  * session was over waited for ever for WRITEs nobody read, and the loop

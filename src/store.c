@@ -1779,11 +1779,11 @@ int zr_store_writeback_all(struct zr_store *st, unsigned flags)
  * One file the expiry walk took (referenced), written back if dirty and
  * may_expire allows; @now, when the walk began. Under f->lock: a file left
  * listed clean (dirty_leave()) is taken off; one still dirty after its
- * writeback was written to meanwhile or refused, and goes to the tail
- * with a new clock, as Linux's redirty_tail() does: else it would be
- * written at every walk while writes go on, or while the backing
- * filesystem refuses it (a full disk, a quota: each walk rewrote and
- * logged every run of such a file; helper-53). @return 0 or -errno.
+ * writeback (written to meanwhile, or refused) goes to the tail with a
+ * new clock, as Linux's redirty_tail() does: else it would be written at
+ * every walk while writes go on, or while the backing filesystem refuses
+ * it (a full disk, a quota: each walk rewrote and logged every run of
+ * such a file; helper-53). @return 0 or -errno.
  */
 static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint8_t **buf)
 {
@@ -1828,8 +1828,8 @@ static int expire_one(struct zr_store *st, struct zr_file *f, uint64_t now, uint
  * at once: files left in place (an orphan that may_expire refuses) are
  * not walked again, and files listed after the walk began (dseq) end it.
  * A file whose writeback failed gets a new clock (expire_one(), and
- * dirty_restart() for its only dirty block): it is tried a period later. One
- * walk at a time: a second caller returns 0 at once.
+ * dirty_restart() for its only dirty block): it is tried a period later.
+ * One walk at a time: a second caller returns 0 at once.
  */
 int zr_store_writeback_expired(struct zr_store *st, uint64_t expire_ms)
 {
