@@ -95,7 +95,9 @@
  * threads and watcher; a thread leads while its my_gen equals lead_gen
  * (my_gen is per thread, lead_gen and watcher are also read as atomics
  * without the lock). lead_since (with lead_bulk) is an atomic the leader
- * writes and parking threads read; n_bulk a relaxed atomic counter. poll_fd
+ * writes and parking threads read; a thread that has just lost the role
+ * clears it only with a compare-and-swap from the value it set (my_since),
+ * take_lead() under park_lock; n_bulk a relaxed atomic counter. poll_fd
  * and n_cpus are set before the session loop starts. spin_lock protects
  * the look at the CPUs (spin_look(); its fields say more).
  */
@@ -165,6 +167,8 @@ static bool lead_bulk;		/* relaxed atomic: the leader's request in its
 static __thread bool my_bulk;	/* this thread counts in n_bulk */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
+static __thread uint64_t my_since;	/* the lead_since this thread set for its
+					 * turn; 0 none */
 static uint64_t n_leads;	/* relaxed atomic: requests served in the leader's turn */
 static uint64_t n_takeovers;	/* relaxed atomic: times the watchdog took over */
 
@@ -879,7 +883,16 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	for (;;) {
 		if (!am_leader())
 			park(fs);
-		__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
+		/* our turn is over: clear its time, but only ours (a
+		 * thread that took over meanwhile may have set its own, and
+		 * cleared, it would leave that thread unwatched; helper-57) */
+		if (my_since) {
+			uint64_t mine = my_since;
+
+			__atomic_compare_exchange_n(&lead_since, &mine, 0, false,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			my_since = 0;
+		}
 		n = lead_read(fs, buf, len);
 		if (n >= 0 || errno != EAGAIN)
 			break;
@@ -901,6 +914,7 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	/* serve it in our turn, watched */
 	__atomic_store_n(&lead_bulk, bulk, __ATOMIC_RELAXED);
 	__atomic_store_n(&lead_since, now, __ATOMIC_RELEASE);
+	my_since = now;
 	if (!am_leader()) {
 		/* taken over meanwhile: take our time back, unless the new
 		 * leader has set its own */
@@ -908,6 +922,7 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 
 		__atomic_compare_exchange_n(&lead_since, &mine, 0, false,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		my_since = 0;
 		return n;
 	}
 	__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
