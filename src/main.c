@@ -59,6 +59,11 @@ static bool session_over;
  */
 static pthread_t loop_tid;
 static bool loop_done;
+/* held by end_loop() while it asks whether the session is drained, and by
+ * the loop's thread when it sets loop_done: the drain asks no more once
+ * the loop has returned, after which main() frees the session (helper-57:
+ * an unmount from outside during the drain) */
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 #define ZR_WAKE_SIG SIGUSR1
 
 /* Longest wait between two attempts of the final writeback (s); and once
@@ -269,7 +274,12 @@ static void end_loop(int sig)
 		close(fd);
 	while (quiet < 2 && zr_now_ms() - t0 < ZR_DRAIN_MAX_MS) {
 		usleep(20 * 1000);
-		quiet = zr_session_drained(&the_fs) ? quiet + 1 : 0;
+		pthread_mutex_lock(&drain_lock);
+		if (__atomic_load_n(&loop_done, __ATOMIC_RELAXED))
+			quiet = 2;	/* (nothing left to drain) */
+		else
+			quiet = zr_session_drained(&the_fs) ? quiet + 1 : 0;
+		pthread_mutex_unlock(&drain_lock);
 	}
 	if (quiet < 2)
 		zr_log(ZR_LOG_WARNING, "signal %d: requests still come after %d s: those not yet read will fail",
@@ -766,7 +776,9 @@ int main(int argc, char *argv[])
 		fuse_loop_cfg_destroy(loop_cfg);
 	}
 	pthread_sigmask(SIG_BLOCK, &wake, NULL);
+	pthread_mutex_lock(&drain_lock);
 	__atomic_store_n(&loop_done, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&drain_lock);
 	uring_clean = zr_uring_stop();
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
@@ -780,7 +792,9 @@ out_unmount:
 	pthread_mutex_lock(&retry_lock);
 	session_over = true;
 	pthread_mutex_unlock(&retry_lock);
+	pthread_mutex_lock(&drain_lock);
 	__atomic_store_n(&loop_done, true, __ATOMIC_RELAXED);	/* (a failed start) */
+	pthread_mutex_unlock(&drain_lock);
 	fuse_session_unmount(the_fs.se);
 	if (!uring_clean) {
 		/* a ring thread may still use the session and the file
