@@ -410,11 +410,10 @@ static int backing_fd(struct zr_fs *fs, struct zr_inode *ino, uint64_t len, bool
 static void log_wb_error(const struct zr_inode *ino, uint64_t start, uint64_t len, int rc)
 {
 	static uint64_t last_ms, quiet;
-	uint64_t now = zr_now_ms(), n;
+	uint64_t now = zr_now_ms(), last = __atomic_load_n(&last_ms, __ATOMIC_RELAXED), n;
 	char more[96] = "";
 
-	if (__atomic_load_n(&last_ms, __ATOMIC_RELAXED) &&
-	    now - __atomic_load_n(&last_ms, __ATOMIC_RELAXED) < 1000) {
+	if (last && now - last < 1000) {
 		__atomic_add_fetch(&quiet, 1, __ATOMIC_RELAXED);
 		return;
 	}
@@ -2644,17 +2643,39 @@ static double psi_memory_some(void)
 }
 
 /*
+ * The shrink both memory triggers make: the tier down to @target bytes,
+ * by writeback and drops, and the backing filesystem synced after (what
+ * was written back is dirty page cache until then, and a memory cgroup
+ * full of it meets the OOM killer before reclaim cleans it; @who for the
+ * log). On a backing filesystem in RAM (tmpfs, ramfs) a writeback would
+ * turn compressed bytes into uncompressed ones that cannot be reclaimed
+ * either: there every clean block goes instead, and nothing is written
+ * back. Then the pool is compacted: freed blocks leave holes in spans,
+ * and whole pages go back to the kernel.
+ */
+static void shrink_tier(struct zr_fs *fs, uint64_t target, const char *who)
+{
+	int64_t n;
+
+	if (fs->backing_in_ram) {
+		n = (int64_t)zr_store_drop_clean(fs->store);
+	} else {
+		n = zr_store_reclaim(fs->store, target, UINT64_MAX);
+		if (n > 0)
+			(void)zr_data_syncfs(fs, who);
+	}
+	if (n > 0)
+		(void)zr_store_compact(fs->store);
+}
+
+/*
  * Under memory pressure the tier shrinks toward the disk before the kernel
  * starts evicting the working set of the programs (the zswap lesson): when
  * tasks stall on memory more than ZR_PSI_HIGH percent of the time, give back
- * a quarter of what the tier holds, down to ZR_PSI_FLOOR_PCT of the budget,
- * then sync the backing filesystem, as lowmem_shrink() does and for the
- * same reason. At most once per ZR_PSI_EVERY_MS: avg10 goes on showing the
- * stalls of the last 10 s after a shrink, and a shrink at each turn of
- * the thread took the tier to its floor (helper-53). On a backing
- * filesystem in RAM every clean block goes instead and nothing is written
- * back, as in lowmem_shrink(): a writeback there takes more RAM than it
- * gives back.
+ * a quarter of what the tier holds, down to ZR_PSI_FLOOR_PCT of the budget
+ * (shrink_tier()). At most once per ZR_PSI_EVERY_MS: avg10 goes on showing
+ * the stalls of the last 10 s after a shrink, and a shrink at each turn of
+ * the thread took the tier to its floor (helper-53).
  */
 #define ZR_PSI_HIGH 10.0
 #define ZR_PSI_FLOOR_PCT 10
@@ -2667,7 +2688,6 @@ static void psi_shrink(struct zr_fs *fs)
 	struct zr_stats s;
 	uint64_t target, floor, now;
 	double some = psi_memory_some();
-	int64_t n;
 
 	if (some < ZR_PSI_HIGH)
 		return;
@@ -2683,15 +2703,7 @@ static void psi_shrink(struct zr_fs *fs)
 	zr_log(ZR_LOG_INFO, "memory pressure %.1f%%: shrinking the tier to %llu bytes%s",
 	       some, (unsigned long long)target,
 	       fs->backing_in_ram ? " (clean blocks only: the backing directory is in RAM)" : "");
-	if (fs->backing_in_ram) {
-		n = (int64_t)zr_store_drop_clean(fs->store);
-	} else {
-		n = zr_store_reclaim(fs->store, target, UINT64_MAX);
-		if (n > 0)
-			(void)zr_data_syncfs(fs, "the memory-pressure shrink");
-	}
-	if (n > 0)
-		(void)zr_store_compact(fs->store);
+	shrink_tier(fs, target, "the memory-pressure shrink");
 	zr_stat_add(&fs->psi_shrinks, 1);
 }
 
@@ -2702,14 +2714,10 @@ static void psi_shrink(struct zr_fs *fs)
  * of RAM, or of the limit of the memory cgroup with the least headroom,
  * between ZR_LOWMEM_MIN and ZR_LOWMEM_MAX. Under two marks the tier gives
  * back what brings headroom to four marks, down to ZR_PSI_FLOOR_PCT of
- * the budget, and the backing filesystem is synced: what the shrink wrote
- * back is dirty page cache until then, and a memory cgroup full of it
- * meets the OOM killer before reclaim cleans it. The thread looks every
- * 100 ms while headroom is under four marks, or would be within a second
- * at the rate it has been falling (otherwise once a second). On a backing
- * filesystem in RAM (tmpfs, ramfs) a writeback would turn compressed bytes
- * into uncompressed ones that cannot be reclaimed either: there only clean
- * blocks go. @return whether the thread should look again soon (above).
+ * the budget (shrink_tier()). The thread looks every 100 ms while headroom
+ * is under four marks, or would be within a second at the rate it has
+ * been falling (otherwise once a second). @return whether the thread
+ * should look again soon (above).
  */
 #define ZR_LOWMEM_MIN (32ull << 20)
 #define ZR_LOWMEM_MAX (1ull << 30)
@@ -2720,7 +2728,6 @@ static bool lowmem_shrink(struct zr_fs *fs)
 	static uint64_t last_log_ms, last_headroom, last_ms;
 	struct zr_stats s;
 	uint64_t headroom, scale, mark, need, target, floor, now, fall;
-	int64_t n;
 
 	if (zr_mem_headroom(&headroom, &scale))
 		return false;
@@ -2749,16 +2756,7 @@ static bool lowmem_shrink(struct zr_fs *fs)
 	       (unsigned long long)target, fs->backing_in_ram ? " (clean blocks only: the backing directory is in RAM)" : "");
 	if (now - last_log_ms >= 10000)
 		last_log_ms = now;
-	if (fs->backing_in_ram) {
-		n = (int64_t)zr_store_drop_clean(fs->store);
-	} else {
-		n = zr_store_reclaim(fs->store, target, UINT64_MAX);
-		if (n > 0)
-			(void)zr_data_syncfs(fs, "the low-memory shrink");
-	}
-	/* freed blocks leave holes in spans; give whole pages back */
-	if (n > 0)
-		(void)zr_store_compact(fs->store);
+	shrink_tier(fs, target, "the low-memory shrink");
 	zr_stat_add(&fs->lowmem_shrinks, 1);
 	return true;
 }
