@@ -88,6 +88,7 @@ struct zr_stats {
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t recompressions;
+	uint64_t codec_errors;		/* blocks stored raw as the codec failed */
 	uint64_t demotions;		/* blocks that left RAM */
 	uint64_t writebacks;		/* blocks written back */
 	uint64_t bytes_written_back;
@@ -277,9 +278,15 @@ struct zr_prepared {
 	unsigned fl;		/* ZR_SLOT_* flags but DIRTY */
 };
 
+/* Whether prepared block @p was tried and did not compress (raw, but not
+ * pending: not one stored as is to compress later, or whose codec failed). */
+bool zr_prepared_incompressible(const struct zr_prepared *p);
+
 /**
  * zr_file_prepare() - compress @buf (block_size bytes) and store it in the
- * pool, for zr_file_install() or zr_file_unprepare() into @p.
+ * pool, for zr_file_install() or zr_file_unprepare() into @p. A codec
+ * that fails (out of memory) does not fail it: the block is stored as by
+ * zr_file_prepare_later(), and codec_errors counts it.
  * @return 0, or -ENOMEM when the pool cannot allocate (@p holds nothing).
  */
 int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p);

@@ -116,6 +116,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("hits", s.hits);
 	P("misses", s.misses);
 	P("recompressions", s.recompressions);
+	P("codec_errors", s.codec_errors);
 	P("demotions", s.demotions);
 	P("writebacks", s.writebacks);
 	P("bytes_written_back", s.bytes_written_back);

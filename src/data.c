@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "fs.h"
-#include "zr_policy.h"	/* ZR_SLOT_RAW of a prepared block */
 #include "zr_util.h"
 
 static pthread_key_t blk_key;
@@ -1123,7 +1122,7 @@ static void fill_run(struct zr_fs *fs, struct zr_inode *ino, uint64_t idx,
 			if (thread)
 				zr_stat_add(&fs->fill_thread_copies, 1);
 			if ((uint64_t)got == bs && !later)
-				note_raw(ino, p.fl & ZR_SLOT_RAW);
+				note_raw(ino, zr_prepared_incompressible(&p));
 		}
 		pthread_rwlock_unlock(&ino->lock);
 		zr_file_unprepare(ino->blocks, &p);	/* (no-op once installed) */
@@ -1526,7 +1525,7 @@ static int install_written(struct zr_inode *ino, uint64_t idx, const char *src,
 	rc = zr_file_prepare(ino->blocks, src, &p);	/* (compressed outside the mutex) */
 	if (rc)
 		return rc;
-	*raw = p.fl & ZR_SLOT_RAW;
+	*raw = zr_prepared_incompressible(&p);
 	zr_file_io_lock(ino->blocks);
 	rc = ino->tb_seq == seq ? zr_file_install(ino->blocks, idx, &p, ZR_WRITE_CLEAN) : -EAGAIN;
 	zr_file_io_unlock(ino->blocks);
@@ -1851,7 +1850,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 			 * nothing about the file's data (p.fl outlives the
 			 * install) */
 			if (rc == 0 && boff == 0 && n == bs && !later)
-				note_raw(ino, p.fl & ZR_SLOT_RAW);
+				note_raw(ino, zr_prepared_incompressible(&p));
 			if (rc == 0 && later)
 				fill_wake_idle(fs);
 			if (rc) {

@@ -1334,6 +1334,11 @@ _Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no po
  * zr_file_prepare() and, with @later, zr_file_prepare_later(): a same-filled
  * block as its pattern; otherwise compressed (unless @later or comp=none)
  * and stored raw when that did not save min_saving, pending when @later.
+ * A codec that fails (zstd out of memory for its context, or any error but
+ * "did not fit") does not fail the write: the block is stored raw and
+ * pending, so the idle pass tries again, and codec_errors counts it. A
+ * failed WRITE would be worse than a big block: with the writeback cache
+ * the kernel drops the pages it could not write.
  */
 static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bool later)
 {
@@ -1355,16 +1360,17 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 		uint8_t *tmp = scratch();
 		struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
 
-		if (!tmp || !ctx)
-			return -ENOMEM;
-		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level,
-				   buf, tmp, bs - st->cfg.min_saving, &p->fl);
+		n = tmp && ctx ? block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level,
+						buf, tmp, bs - st->cfg.min_saving, &p->fl)
+			       : -ENOMEM;
 		if (n > 0) {
 			src = tmp;
 			p->len = (uint32_t)n;
 			p->codec = st->cfg.comp;
 		} else if (n != -ENOSPC) {
-			return (int)n;
+			zr_stat_add(&st->s.codec_errors, 1);
+			later = true;	/* raw and pending, as below */
+			n = -ENOSPC;
 		}
 	}
 	if (n == -ENOSPC) {	/* did not save min_saving, or not tried: raw */
@@ -1391,6 +1397,11 @@ int zr_file_prepare(struct zr_file *f, const void *buf, struct zr_prepared *p)
 int zr_file_prepare_later(struct zr_file *f, const void *buf, struct zr_prepared *p)
 {
 	return prepare(f, buf, p, true);
+}
+
+bool zr_prepared_incompressible(const struct zr_prepared *p)
+{
+	return (p->fl & (ZR_SLOT_RAW | ZR_SLOT_PENDING)) == ZR_SLOT_RAW;
 }
 
 void zr_file_unprepare(struct zr_file *f, struct zr_prepared *p)
@@ -1463,7 +1474,7 @@ int zr_file_write_raw(struct zr_file *f, uint64_t index, const void *buf,
 	if (rc)
 		return rc;
 	if (raw)
-		*raw = p.fl & ZR_SLOT_RAW;
+		*raw = zr_prepared_incompressible(&p);
 	return zr_file_install(f, index, &p, flags);
 }
 

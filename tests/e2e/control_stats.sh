@@ -32,7 +32,7 @@ done
 grep -vqE '^[a-z_0-9]+ [0-9]+$' "$S" && fail "stats has a line that is not 'name number': $(grep -vE '^[a-z_0-9]+ [0-9]+$' "$S" | head -n 1)"
 for n in orig_data_size compr_data_size mem_used_total mem_used_max meta_bytes budget \
 	blocks_zero blocks_raw blocks_hot blocks_cold blocks_dirty hits misses \
-	recompressions demotions writebacks bytes_written_back writeback_errors enospc \
+	recompressions codec_errors demotions writebacks bytes_written_back writeback_errors enospc \
 	files bytes_read_backing bytes_written_backing bytes_written_direct writes_direct rss_bytes; do
 	grep -q "^$n " "$S" || fail "stats lacks $n"
 done

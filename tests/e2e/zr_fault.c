@@ -50,7 +50,9 @@
  * while armed of a FUSE_NOTIFY_INVAL_INODE message disarms and sleeps N ms
  * before it is made: a notification that reaches the kernel late. With
  * ZR_FAULT_PSI=FILE, fopen(3) of /proc/pressure/memory opens FILE instead
- * (armed or not): the memory pressure the test writes there.
+ * (armed or not): the memory pressure the test writes there. With
+ * ZR_FAULT_ZSTD=1, ZSTD_compress2() fails while armed as when zstd cannot
+ * allocate its working memory (ZSTD_error_memory_allocation).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -68,6 +70,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd_errors.h>
 
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 
@@ -526,4 +529,20 @@ FILE *fopen(const char *path, const char *mode)
 FILE *fopen64(const char *path, const char *mode)
 {
 	return psi_fopen("fopen64", path, mode);
+}
+
+typedef size_t (*zstd_compress2_fn)(void *, void *, size_t, const void *, size_t);
+size_t ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len);
+
+/* ZSTD_compress2(), out of memory while armed with ZR_FAULT_ZSTD=1 (the
+ * context is declared void *: this file does not need zstd.h) */
+size_t ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len)
+{
+	zstd_compress2_fn real = (zstd_compress2_fn)dlsym(RTLD_NEXT, "ZSTD_compress2");
+	const char *on = getenv("ZR_FAULT_ZSTD");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+
+	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
+		return (size_t)-ZSTD_error_memory_allocation;
+	return real(cctx, dst, cap, src, len);
 }
