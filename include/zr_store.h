@@ -88,7 +88,8 @@ struct zr_stats {
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t recompressions;
-	uint64_t codec_errors;		/* blocks stored raw as the codec failed */
+	uint64_t codec_errors;		/* codec failures (a block stored raw and
+					 * pending, or a recompression left) */
 	uint64_t demotions;		/* blocks that left RAM */
 	uint64_t writebacks;		/* blocks written back */
 	uint64_t bytes_written_back;

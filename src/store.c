@@ -2142,9 +2142,13 @@ static void pending_stays_raw(struct zr_file *f, struct zr_slot *s)
 
 /*
  * Recompress a hot block with the cold codec. Caller holds f->lock.
- * @return bytes saved (> 0), or 0 when it did not help (or no memory): the
- * block is then marked NOCOLD and not tried again until it is rewritten
- * (no counter looks at that flag, hence no account() around it).
+ * @return bytes saved (> 0), or 0 when it did not help: the block is then
+ * marked NOCOLD (no counter looks at that flag, hence no account() around
+ * it), or a pending block stays raw for good, and is not tried again until
+ * it is rewritten. A failure that may pass (no memory for the scratch, the
+ * codec or the new copy; a codec error) leaves the block as it was, for a
+ * later pass: marked, a block the codec failed on once would stay raw
+ * (helper-59). Also 0.
  */
 static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 {
@@ -2157,6 +2161,7 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	int level = st->cfg.cold_level;
 	unsigned fl = (slot_flags(s) & ~ZR_SLOT_TRIM) | ZR_SLOT_COLD;
 	ssize_t n;
+	int rc;
 
 	if (pending) {
 		/* stored as is, never compressed: it must save min_saving,
@@ -2169,16 +2174,27 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 			fl &= ~ZR_SLOT_COLD;
 		}
 	}
-	if (!tmp || !ctx || slot_decode(st, s, tmp) != 0)
-		goto fail;
+	if (!tmp || !ctx)
+		return 0;	/* (no memory: may pass) */
+	rc = slot_decode(st, s, tmp);
+	if (rc == -ENOMEM)
+		return 0;
+	if (rc)
+		goto fail;	/* (corrupt: tried again, it would fail again) */
 	n = block_compress(st, ctx, codec, level, tmp, tmp + ZR_BLOCK_MAX, cap, &fl);
-	if (n <= 0 || pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
-		goto fail;
+	if (n == -ENOSPC)
+		goto fail;	/* it does not compress enough */
+	if (n <= 0) {
+		zr_stat_add(&st->s.codec_errors, 1);
+		return 0;
+	}
+	if (pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
+		return 0;
 	slot_replace(f, s, handle, (uint32_t)n, codec, fl);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
 fail:
-	if (pending) {	/* raw for good (or no memory: the same, harmlessly) */
+	if (pending) {	/* raw for good */
 		pending_stays_raw(f, s);
 	} else {
 		slot_set_flags(s, ZR_SLOT_NOCOLD, 0);

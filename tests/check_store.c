@@ -10,11 +10,13 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd_errors.h>
 
 #include "datagen.h"
 #include "zr_codec.h"
@@ -1062,6 +1064,82 @@ START_TEST(test_settle_enomem)
 	check_text_blocks(f, 4, bs);
 	zr_file_put(f);
 	zr_store_destroy(st);
+}
+END_TEST
+
+/*
+ * ZSTD_compress2(), wrapped (-Wl,--wrap): while zstd_fail is set it fails
+ * as when zstd cannot allocate its working memory.
+ */
+size_t __real_ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len);
+size_t __wrap_ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len);
+static bool zstd_fail;
+
+size_t __wrap_ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len)
+{
+	if (__atomic_load_n(&zstd_fail, __ATOMIC_RELAXED))
+		return (size_t)-ZSTD_error_memory_allocation;
+	return __real_ZSTD_compress2(cctx, dst, cap, src, len);
+}
+
+/*
+ * A codec that fails does not fail the write: the block is stored raw and
+ * pending, and reads back. Neither settling nor the idle recompression
+ * takes a failure as "does not compress" (raw for good, or NOCOLD): once
+ * the codec works again, both compress (helper-56, helper-59).
+ */
+START_TEST(test_codec_error)
+{
+	uint32_t bs = 16384;
+	struct zr_store_config cfg;
+	struct zr_store *st;
+	unsigned char *in = xmalloc(bs);
+	struct zr_stats s;
+	struct zr_file *f;
+	unsigned i, asked = 0;
+	bool raw = true;
+
+	zr_store_config_default(&cfg);
+	cfg.block_size = bs;
+	cfg.min_saving = bs / 8;
+	cfg.budget = 1 << 30;
+	cfg.comp = ZR_CODEC_ZSTD;
+	cfg.cold_comp = ZR_CODEC_ZSTD;
+	cfg.cold_level = 9;
+	ck_assert_int_eq(zr_store_create(&cfg, NULL, NULL, &st), 0);
+	ck_assert_int_eq(zr_file_create(st, NULL, &f), 0);
+	__atomic_store_n(&zstd_fail, true, __ATOMIC_RELAXED);
+	for (i = 0; i < 4; i++) {
+		zr_datagen_fill(ZR_DATA_TEXT, i, in, bs);
+		ck_assert_int_eq(zr_file_write_raw(f, i, in, ZR_WRITE_DIRTY, &raw), 0);
+		ck_assert(!raw);	/* (not taken as a block that does not compress) */
+		ck_assert_uint_eq(zr_file_test_flags(f, i) & (ZR_SLOT_RAW | ZR_SLOT_PENDING),
+				  ZR_SLOT_RAW | ZR_SLOT_PENDING);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.codec_errors, 4);
+	ck_assert_uint_eq(s.blocks_pending, 4);
+	check_text_blocks(f, 4, bs);
+	/* still failing: settling and the idle pass leave them pending */
+	ck_assert_uint_eq(zr_store_settle(st, settle_count, &asked), 0);
+	(void)zr_store_recompress_idle(st, UINT64_MAX, 0);	/* marks */
+	ck_assert_uint_eq(zr_store_recompress_idle(st, UINT64_MAX, 0), 0);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_pending, 4);
+	ck_assert_uint_gt(s.codec_errors, 4);
+	/* back: the idle pass compresses two, settling the rest */
+	__atomic_store_n(&zstd_fail, false, __ATOMIC_RELAXED);
+	ck_assert_uint_gt(zr_store_recompress_idle(st, 2, 0), 0);
+	ck_assert_uint_eq(zr_store_settle(st, settle_count, &asked), 2);
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.blocks_pending, 0);
+	ck_assert_uint_eq(s.blocks_raw, 0);
+	for (i = 0; i < 4; i++)
+		ck_assert(!(zr_file_test_flags(f, i) & (ZR_SLOT_RAW | ZR_SLOT_NOCOLD)));
+	check_text_blocks(f, 4, bs);
+	zr_file_put(f);
+	zr_store_destroy(st);
+	free(in);
 }
 END_TEST
 
@@ -2727,6 +2805,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_settle_resumes);
 	tcase_add_test(tc, test_settle_cursor_put);
 	tcase_add_test(tc, test_settle_enomem);
+	tcase_add_test(tc, test_codec_error);
 	tcase_add_test(tc, test_reclaim_pending);
 	tcase_add_test(tc, test_writeback_raw_pending);
 	tcase_add_test(tc, test_settle_race);
