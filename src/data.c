@@ -2311,8 +2311,20 @@ static int punch_range(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	/* the edges the tier holds (the backing punch zeroes the others) */
 	for (int i = 0; i < 2; i++) {
 		uint64_t bstart = eidx[i] * bs;
+		int got;
 
-		if (!want[i] || zr_file_read(ino->blocks, eidx[i], blk) != 1)
+		if (!want[i])
+			continue;
+		/* (an edge the tier holds and cannot read, for want of
+		 * memory or corrupt, fails the punch before anything
+		 * changed: passed over, it would read its old bytes after
+		 * the punch, and be written back over the hole) */
+		got = zr_file_read(ino->blocks, eidx[i], blk);
+		if (got < 0) {
+			rc = got;
+			goto out;
+		}
+		if (got == 0)
 			continue;
 		cached[i] = true;
 		zero_part(blk, bstart, bs, off, end);

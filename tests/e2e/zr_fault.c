@@ -52,7 +52,9 @@
  * ZR_FAULT_PSI=FILE, fopen(3) of /proc/pressure/memory opens FILE instead
  * (armed or not): the memory pressure the test writes there. With
  * ZR_FAULT_ZSTD=1, ZSTD_compress2() fails while armed as when zstd cannot
- * allocate its working memory (ZSTD_error_memory_allocation).
+ * allocate its working memory (ZSTD_error_memory_allocation); with
+ * ZR_FAULT_ZSTD_READ=1, ZSTD_decompressDCtx() fails while armed as on
+ * corrupt data (ZSTD_error_corruption_detected).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -545,4 +547,19 @@ size_t ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t
 	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
 		return (size_t)-ZSTD_error_memory_allocation;
 	return real(cctx, dst, cap, src, len);
+}
+
+typedef size_t (*zstd_decompress_fn)(void *, void *, size_t, const void *, size_t);
+size_t ZSTD_decompressDCtx(void *dctx, void *dst, size_t cap, const void *src, size_t len);
+
+/* ZSTD_decompressDCtx(), corrupt while armed with ZR_FAULT_ZSTD_READ=1 */
+size_t ZSTD_decompressDCtx(void *dctx, void *dst, size_t cap, const void *src, size_t len)
+{
+	zstd_decompress_fn real = (zstd_decompress_fn)dlsym(RTLD_NEXT, "ZSTD_decompressDCtx");
+	const char *on = getenv("ZR_FAULT_ZSTD_READ");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+
+	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
+		return (size_t)-ZSTD_error_corruption_detected;
+	return real(dctx, dst, cap, src, len);
 }

@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# punch_edge_error: a hole punched inside a block the tier holds zeroes
+# that block's part in RAM. When the block cannot be read (corrupt, or no
+# memory to decompress it: made so by zr_fault.so's ZR_FAULT_ZSTD_READ),
+# the punch fails and changes nothing. It used to pass over the block as
+# if the tier did not hold it and say yes: the range then read its old
+# bytes, which the next writeback put back over the hole (helper-58).
+. "$(dirname "$0")/lib.sh"
+zr_init
+zr_need_daemon "the tier is the daemon's"
+FAULT=$(zr_helper zr_fault.so)
+
+B=$ZR_TMP/backing M=$ZR_TMP/mnt
+mkdir -p "$B" "$M"
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_ZSTD_READ=1 LD_PRELOAD=$FAULT \
+	ASAN_OPTIONS=verify_asan_link_order=0 \
+	zr_mount "size=64M,comp=zstd,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+
+# (base64 text: it compresses; one 64 KiB block and a bit)
+head -c 52500 /dev/urandom | base64 -w 0 >"$ZR_TMP/a"
+cp "$ZR_TMP/a" "$M/a"
+# until the blocks are compressed (stored as they are at first)
+for i in $(seq 100); do
+	[ "$(zr_stat blocks_pending)" = 0 ] && break
+	sleep 0.1
+done
+[ "$(zr_stat blocks_pending)" = 0 ] || fail "blocks still pending after 10 s"
+[ "$(zr_stat blocks_hot)" -gt 0 ] || fail "no block compressed"
+
+say "punch 1000 bytes at 100, in a block zstd cannot decompress"
+touch "$ZR_TMP/armed"
+# (the call's own answer: fallocate(1) would also report the close's)
+punched=$(python3 - "$M/a" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+fd = os.open(sys.argv[1], os.O_WRONLY)
+rc = libc.fallocate(fd, 3, 100, 1000)	# PUNCH_HOLE | KEEP_SIZE
+print(1 if rc == 0 else "0 (%s)" % os.strerror(ctypes.get_errno()))
+try:
+    os.close(fd)
+except OSError:
+    pass
+PY
+)
+say "the punch said: $punched"
+punched=${punched%% *}
+rm "$ZR_TMP/armed"
+zr_drop_kcache
+if [ $punched = 1 ]; then
+	# then the range must read as zeros
+	cmp -s <(head -c 1100 "$M/a" | tail -c 1000) <(head -c 1000 /dev/zero) ||
+		fail "the punch said yes, and the range reads its old bytes"
+	{ head -c 100 "$ZR_TMP/a"; head -c 1000 /dev/zero; tail -c +1101 "$ZR_TMP/a"; } >"$ZR_TMP/want"
+else
+	cp "$ZR_TMP/a" "$ZR_TMP/want"
+fi
+cmp "$ZR_TMP/want" "$M/a" || fail "a does not read back as the punch said"
+zr_umount
+cmp "$ZR_TMP/want" "$B/a" || fail "the backing file is not what the punch said"
+say "ok"
