@@ -86,6 +86,20 @@ static long rss_bytes(void)
 	return resident * sysconf(_SC_PAGESIZE);
 }
 
+/* Close memstream @f, opened on *@buf (which fclose() sets). @return
+ * *@buf, or NULL (freed) when a write to it failed (out of memory): a file
+ * cut short would be read as whole. */
+static char *memstream_close(FILE *f, char **buf)
+{
+	bool bad = ferror(f);
+
+	if (fclose(f) != 0 || bad) {
+		free(*buf);
+		return NULL;
+	}
+	return *buf;
+}
+
 /* Render the stats file. @return a malloc'd string (caller frees) or NULL. */
 static char *render_stats(struct zr_fs *fs)
 {
@@ -160,8 +174,7 @@ static char *render_stats(struct zr_fs *fs)
 	P("uring_sched_switches", us.sched_switches);
 	P("buffer_trims", zr_session_trims() + us.trims);
 #undef P
-	fclose(f);
-	return buf;
+	return memstream_close(f, &buf);
 }
 
 static const char *cache_name(enum zr_cache_mode m)
@@ -215,8 +228,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "uring %s\n", o->uring ? "on" : "off");
 	fprintf(f, "stream_direct %s\n", o->no_stream_direct ? "off" : "on");
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
-	fclose(f);
-	return buf;
+	return memstream_close(f, &buf);
 }
 
 void zr_ctl_open(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino,
@@ -247,7 +259,9 @@ void zr_ctl_open(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino,
 	fi->fh = (uint64_t)(uintptr_t)content;
 	fi->direct_io = 1;	/* size is 0 in getattr; read what is there */
 	fi->nonseekable = 0;
-	fuse_reply_open(req, fi);
+	/* (refused: the opener went away, and no RELEASE will free it) */
+	if (fuse_reply_open(req, fi) != 0)
+		free(content);
 }
 
 void zr_ctl_read(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, size_t size,
@@ -379,7 +393,7 @@ void zr_ctl_write(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, const char *
 		  size_t size, struct fuse_file_info *fi)
 {
 	char cmd[256];
-	size_t n = ZR_MIN(size, sizeof(cmd) - 1);
+	size_t n = ZR_MIN(size, sizeof(cmd) - 1), i;
 	int rc;
 
 	if (ino != ZR_CTL_INO_CONTROL) {
@@ -398,6 +412,11 @@ void zr_ctl_write(fuse_req_t req, struct zr_fs *fs, fuse_ino_t ino, const char *
 	while (n && (cmd[n - 1] == '\n' || cmd[n - 1] == ' ' || cmd[n - 1] == '\r'))
 		cmd[--n] = '\0';
 	rc = ctl_command(fs, cmd);
+	/* (logged with its control characters, an inner newline say, as
+	 * '?': one command, one line of the log) */
+	for (i = 0; cmd[i]; i++)
+		if ((unsigned char)cmd[i] < 0x20 || cmd[i] == 0x7f)
+			cmd[i] = '?';
 	zr_log(rc ? ZR_LOG_WARNING : ZR_LOG_INFO, "control: '%s': %s", cmd,
 	       rc ? strerror(-rc) : "done");
 	if (rc)

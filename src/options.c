@@ -105,17 +105,20 @@ static int zr_opt_proc(void *data, const char *arg, int key,
 {
 	struct parse_ctx *pc = cur_pc;
 	struct zr_options *o = data;
+	char **dst;
 
 	switch (key) {
 	case FUSE_OPT_KEY_NONOPT:
-		if (pc->nonopts == 0)
-			o->backing = strdup(arg);
-		else if (pc->nonopts == 1)
-			o->mountpoint = strdup(arg);
-		else {
+		if (pc->nonopts >= 2) {
 			snprintf(pc->err, pc->errlen,
 				 "too many arguments: '%s' (usage: zramfs [-o opt,...] [BACKING] MOUNTPOINT)",
 				 arg);
+			return -1;
+		}
+		dst = pc->nonopts == 0 ? &o->backing : &o->mountpoint;
+		*dst = strdup(arg);
+		if (!*dst) {
+			snprintf(pc->err, pc->errlen, "out of memory");
 			return -1;
 		}
 		pc->nonopts++;
@@ -452,6 +455,10 @@ static int zr_options_check(struct parse_ctx *pc)
 	}
 	if (o->backing && !o->mountpoint) {
 		o->mountpoint = strdup(o->backing);
+		if (!o->mountpoint) {
+			snprintf(pc->err, pc->errlen, "out of memory");
+			return -ENOMEM;
+		}
 		o->over_self = 1;
 	}
 	return 0;

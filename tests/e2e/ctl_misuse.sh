@@ -128,6 +128,17 @@ ls "$M/.zramfs" | LC_ALL=C sort | tr '\n' ' ' >"$ZR_TMP/ls"
 [ ! -e "$B/.zramfs" ] || fail "a .zramfs entry reached the backing directory"
 cmp -s "$ZR_TMP/data" "$M/held" || fail "held changed"
 grep -q '^orig_data_size ' "$M/.zramfs/stats" || fail "stats no longer reads"
+# a command with a newline inside is refused, and logged on one line
+# (one write(2): each write is one command)
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, b"compact\nzr-forged line\n")
+except OSError:
+    sys.exit(1)' "$M/.zramfs/control" && fail "a command with a newline inside was taken"
+grep -q '^zr-forged line' "$ZR_LOG" && fail "a control command wrote a line of its own in the log"
+grep -q "control: 'compact?zr-forged line'" "$ZR_LOG" ||
+	fail "the refused command is not in the log, its newline as '?'"
 zr_umount
 cmp -s "$ZR_TMP/data" "$B/held" || fail "held is not whole in the backing directory after the unmount"
 say "ok: the daemon answered every call, and its data is on disk"
