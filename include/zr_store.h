@@ -67,6 +67,15 @@ struct zr_store_ops {
 	 * not block or call into the store.
 	 */
 	bool (*may_expire)(void *ctx, void *owner);
+	/*
+	 * Optional: which filesystem @owner's file is written back to (its
+	 * st_dev). Two files on one refused for room or write access
+	 * (ENOSPC, EDQUOT, EROFS) make a reclaim pass take that filesystem
+	 * for full, and pass over its files' dirty blocks, but not those
+	 * of files on others. Without it, all files are on one. Must not
+	 * block or call into the store.
+	 */
+	uint64_t (*space)(void *ctx, void *owner);
 };
 
 /* Counters; every field is read with relaxed atomics, no lock. */

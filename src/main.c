@@ -541,6 +541,7 @@ int main(int argc, char *argv[])
 	struct zr_store_ops store_ops = {
 		.writeback = zr_data_writeback_cb,
 		.may_expire = zr_data_may_expire_cb,
+		.space = zr_data_space_cb,
 	};
 	char err[512], real_mnt[PATH_MAX];
 	struct statvfs sv;

@@ -76,6 +76,7 @@
 #define WB_RUN_BYTES (1024u * 1024u)	/* longest writeback run */
 #define POOL_PAGE 4096u		/* the pool's commit granularity, added to make_room's need */
 #define WB_FAIL_FILES 8		/* files failing writeback before a reclaim pass skips all dirty blocks */
+#define WB_SPACES 4		/* filesystems refusing writeback a reclaim pass tells apart */
 #define BUSY_TRIES (2 * ZR_POLICY_POOL + 8)	/* tries with nothing done before a reclaim pass
 						 * waits for a busy file (struct wb_failed) */
 #define TRIM_MIN 512u		/* shortest zero tail a block is compressed without */
@@ -1973,10 +1974,17 @@ static void view_of(struct zr_store *st, const struct zr_slot *s,
 struct wb_failed {
 	const struct zr_file *file[WB_FAIL_FILES];
 	unsigned nfiles;
-	const struct zr_file *space_file;	/* the first file refused with
-						 * -ENOSPC, -EDQUOT or -EROFS */
-	int global_err;		/* such an error of a second file: taken as
-				 * refusing every file; 0 when none */
+	/* The filesystems (zr_store_ops.space) that refused a file with
+	 * -ENOSPC, -EDQUOT or -EROFS: the first such file of each, and
+	 * whether a second was refused too, which makes it full. */
+	struct {
+		uint64_t id;
+		const struct zr_file *first;
+		bool full;
+	} space[WB_SPACES];
+	unsigned nspace;
+	bool all_full;		/* more filesystems refused than space[] holds */
+	int full_err;		/* the error that made the first one full; 0 */
 	/* Files whose io_lock was held when demote() came to write back a
 	 * dirty block (an fsync, truncate or punch in progress): sample()
 	 * skips them whole until BUSY_TRIES tries in a row find nothing else
@@ -2007,10 +2015,34 @@ static bool wb_busy(const struct wb_failed *w, const struct zr_file *f)
 	return !w->wait_io && files_have(w->busy, w->nbusy, f);
 }
 
-/* Whether the pass may write back dirty blocks of @f now. */
-static bool wb_dirty_ok(const struct wb_failed *w, const struct zr_file *f)
+/* The filesystem @f's blocks are written to (zr_store_ops.space). */
+static uint64_t file_space(const struct zr_store *st, const struct zr_file *f)
 {
-	return !wb_failed_has(w, f) && !wb_busy(w, f);
+	return st->ops.space ? st->ops.space(st->ops_ctx, f->owner) : 0;
+}
+
+/* Whether the pass found @f's filesystem full (wb_failed_add()). */
+static bool wb_space_full(const struct zr_store *st, const struct wb_failed *w,
+			  const struct zr_file *f)
+{
+	uint64_t id;
+
+	if (w->all_full)
+		return true;
+	if (!w->full_err)
+		return false;	/* (none is: no need to ask) */
+	id = file_space(st, f);
+	for (unsigned i = 0; i < w->nspace; i++)
+		if (w->space[i].id == id)
+			return w->space[i].full;
+	return false;
+}
+
+/* Whether the pass may write back dirty blocks of @f now. */
+static bool wb_dirty_ok(const struct zr_store *st, const struct wb_failed *w,
+			const struct zr_file *f)
+{
+	return !wb_failed_has(w, f) && !wb_busy(w, f) && !wb_space_full(st, w, f);
 }
 
 /*
@@ -2018,16 +2050,32 @@ static bool wb_dirty_ok(const struct wb_failed *w, const struct zr_file *f)
  * read-only backing filesystem refuses every file, but each of those errors
  * can also be one file's: a quota is charged to the file's owner (files
  * are given to their creators with allow_other), a submount may be
- * read-only, a project quota covers one tree. So the pass gives up on
- * writeback only when a second file is refused so.
+ * read-only, a project quota covers one tree. So the pass takes a
+ * filesystem for full only when a second file on it is refused so, and
+ * then passes over the dirty blocks of all its files; those of the
+ * others, on other filesystems (a submount that filled up, helper-59), are
+ * still written back.
  */
-static void wb_failed_add(struct wb_failed *w, const struct zr_file *f, int rc)
+static void wb_failed_add(const struct zr_store *st, struct wb_failed *w,
+			  const struct zr_file *f, int rc)
 {
-	if (!w->global_err && (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS)) {
-		if (!w->space_file)
-			w->space_file = f;
-		else if (w->space_file != f)
-			w->global_err = rc;
+	if (!w->all_full && (rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS)) {
+		uint64_t id = file_space(st, f);
+		unsigned i;
+
+		for (i = 0; i < w->nspace && w->space[i].id != id; i++)
+			;
+		if (i == w->nspace && i < WB_SPACES) {
+			w->space[w->nspace].id = id;
+			w->space[w->nspace].first = f;
+			w->space[w->nspace++].full = false;
+		} else if (i == w->nspace) {
+			w->all_full = true;	/* (no room to tell them apart) */
+		} else if (w->space[i].first != f) {
+			w->space[i].full = true;
+		}
+		if (!w->full_err && (w->all_full || w->space[i].full))
+			w->full_err = rc;
 	}
 	if (!wb_failed_has(w, f) && w->nfiles < WB_FAIL_FILES)
 		w->file[w->nfiles++] = f;
@@ -2072,7 +2120,7 @@ static unsigned sample(struct zr_store *st, bool dirty_ok, const struct wb_faile
 		pos = st->cursor_index;
 		pthread_mutex_unlock(&st->files_lock);
 
-		file_dirty_ok = dirty_ok && wb_dirty_ok(failed, f);
+		file_dirty_ok = dirty_ok && wb_dirty_ok(st, failed, f);
 		pthread_mutex_lock(&f->lock);
 		while (seen < ZR_POLICY_SAMPLES && (s = map_next(f, pos, &idx))) {
 			seen++;
@@ -2580,7 +2628,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		int rc;
 
 		pthread_mutex_unlock(&f->lock);
-		if (!dirty_ok || !wb_dirty_ok(failed, f))
+		if (!dirty_ok || !wb_dirty_ok(st, failed, f))
 			return 0;
 		/* kept: mapped afresh, its pages would fault in at every run */
 		if (!st->demote_buf)
@@ -2604,7 +2652,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 		rc = wb_run(f, &pos, ZR_WB_ALL, true, buf, &found);
 		pthread_mutex_unlock(&f->io_lock);
 		if (rc) {
-			wb_failed_add(failed, f, rc);
+			wb_failed_add(st, failed, f, rc);
 			return 0;
 		}
 		pthread_mutex_lock(&f->lock);
@@ -2626,8 +2674,8 @@ skip:
 }
 
 /* Demote down to @target (see zr_store_reclaim()); caller holds reclaim_lock.
- * @wb_err: when not NULL, receives the first writeback error of the pass
- * that refuses every file (wb_failed.global_err), or 0. */
+ * @wb_err: when not NULL, receives the error with which the pass found a
+ * backing filesystem full, refusing every file (wb_failed.full_err), or 0. */
 static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks,
 			      int *wb_err)
 {
@@ -2649,7 +2697,7 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 	while (zr_store_mem_used(st) > target && done < max_blocks &&
 	       (idle < limit || (failed.nbusy && !failed.wait_io))) {
 		struct zr_policy_cand c;
-		bool dirty_ok = st->ops.writeback && !failed.global_err &&
+		bool dirty_ok = st->ops.writeback && !failed.all_full &&
 				failed.nfiles < WB_FAIL_FILES;
 		uint64_t n;
 
@@ -2688,7 +2736,7 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 	if (any && zr_store_mem_used(st) > target)
 		zr_zpool_compact(st->pool);
 	if (wb_err)
-		*wb_err = failed.global_err;
+		*wb_err = failed.full_err;
 	return any ? (int64_t)freed : -ENOSPC;
 }
 
@@ -2703,9 +2751,10 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 }
 
 /*
- * Reclaim passes a writer makes before it gets ENOSPC, unless the backing
- * filesystem refuses every file (full, over quota, read-only: two files
- * refused so in one pass, see wb_failed_add()). A pass can end
+ * Reclaim passes a writer makes before it gets ENOSPC, unless a pass did
+ * nothing and found a backing filesystem that refuses every file (full,
+ * over quota, read-only: two files refused so, see wb_failed_add()), where
+ * the next would do the same. A pass can end
  * with no room for reasons that pass: other writers took the room it made
  * (the check is made without the lock), or the blocks it sampled were busy
  * (being written, or written back by another thread). On two loaded CPUs
@@ -2720,7 +2769,8 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 {
 	uint64_t budget, target;
-	int wb_err = 0;
+	int wb_err;
+	int64_t r;
 
 	/* The pool commits whole pages: an object may start a new one. */
 	need += POOL_PAGE;
@@ -2730,6 +2780,8 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 			return 0;
 		if (tries > 0)
 			usleep(1000u << ZR_MIN(tries - 1, 4u));
+		wb_err = 0;
+		r = 0;
 		pthread_mutex_lock(&st->reclaim_lock);
 		if (zr_store_mem_used(st) + need > budget) {
 			/* Down to the low watermark, and at least room for @need. */
@@ -2738,16 +2790,17 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 				target = 0;
 			else if (target > budget - need)
 				target = budget - need;
-			reclaim_locked(st, target, UINT64_MAX, &wb_err);
+			r = reclaim_locked(st, target, UINT64_MAX, &wb_err);
 		}
 		pthread_mutex_unlock(&st->reclaim_lock);
 		if (zr_store_mem_used(st) + need <= budget)
 			return 0;
-		/* full for good: the backing filesystem refuses every
-		 * writeback, or dirty blocks cannot be written back at all
-		 * (an error of some files only, EIO, leaves the others to
-		 * the next pass) */
-		if (wb_err || !st->ops.writeback)
+		/* full for good: the pass did nothing, and a backing
+		 * filesystem refuses every writeback (those on others were
+		 * tried), or dirty blocks cannot be written back at all (an
+		 * error of some files only, EIO, leaves the others to the
+		 * next pass) */
+		if ((wb_err && r < 0) || !st->ops.writeback)
 			break;
 	}
 	return -ENOSPC;

@@ -47,6 +47,9 @@ struct rec {
 	unsigned bad;
 	/* Optional: the owner whose file is not written back by age. */
 	void *no_expire;
+	/* Optional: the owners whose files are on filesystem 1 (the space
+	 * callback), the others being on 0. */
+	void *space1[2];
 	/* Optional: write this file back (once) from inside the next call. */
 	struct zr_file *wb_other;
 	/* Optional: zr_file_redirty() this file (once) from inside the next
@@ -119,9 +122,17 @@ static bool rec_may_expire(void *ctx, void *owner)
 	return !r->no_expire || owner != r->no_expire;
 }
 
+static uint64_t rec_space(void *ctx, void *owner)
+{
+	struct rec *r = ctx;
+
+	return owner && (owner == r->space1[0] || owner == r->space1[1]);
+}
+
 static const struct zr_store_ops rec_ops = {
 	.writeback = rec_writeback,
 	.may_expire = rec_may_expire,
+	.space = rec_space,
 };
 
 static struct zr_store *mkstore(uint32_t bs, uint64_t budget, struct rec *r)
@@ -2606,6 +2617,70 @@ START_TEST(test_one_bad_file)
 }
 END_TEST
 
+/*
+ * A filesystem mounted inside the backing directory fills up: two files
+ * there refused with ENOSPC make a pass take that filesystem for full, not
+ * every one. Writers of a file on the backing directory's own filesystem
+ * still get room, by the writeback of their own dirty blocks; they used to
+ * get ENOSPC at once (helper-59). Once that one refuses too, make_room
+ * ends.
+ */
+START_TEST(test_full_submount)
+{
+	uint32_t bs = 16384;
+	uint64_t budget = 1 << 20, i;
+	struct rec r;
+	struct zr_store *st = mkstore(bs, budget, &r);
+	unsigned char *in = xmalloc(bs), *out = xmalloc(bs);
+	int sub1_owner, sub2_owner, good_owner;
+	struct zr_file *sub1, *sub2, *good;
+	struct zr_stats s;
+
+	ck_assert_int_eq(zr_file_create(st, &sub1_owner, &sub1), 0);
+	ck_assert_int_eq(zr_file_create(st, &sub2_owner, &sub2), 0);
+	ck_assert_int_eq(zr_file_create(st, &good_owner, &good), 0);
+	r.space1[0] = &sub1_owner;
+	r.space1[1] = &sub2_owner;
+	r.fail = -ENOSPC;
+	r.fail_owner = &sub1_owner;
+	r.fail_owner2 = &sub2_owner;
+	for (i = 0; i < 16; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(i % 2 ? sub2 : sub1, i / 2, in, ZR_WRITE_DIRTY), 0);
+	}
+	for (i = 0; i < 400; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_store_make_room(st, bs), 0);
+		ck_assert_int_eq(zr_file_write(good, i, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_le(zr_store_mem_used(st), budget + bs);
+	}
+	zr_store_get_stats(st, &s);
+	ck_assert_uint_eq(s.enospc, 0);
+	/* the refused files kept all their data */
+	for (i = 0; i < 16; i++) {
+		zr_datagen_fill(ZR_DATA_RANDOM, 1000 + i, in, bs);
+		ck_assert_int_eq(zr_file_read(i % 2 ? sub2 : sub1, i / 2, out), 1);
+		ck_assert_mem_eq(in, out, bs);
+	}
+	ck_assert_int_eq(zr_file_take_error(good), 0);
+	/* the backing directory's filesystem fills up too: ENOSPC */
+	r.fail_owner = NULL;
+	r.fail_owner2 = NULL;
+	while (zr_store_make_room(st, bs) == 0) {
+		zr_datagen_fill(ZR_DATA_RANDOM, i, in, bs);
+		ck_assert_int_eq(zr_file_write(good, i++, in, ZR_WRITE_DIRTY), 0);
+		ck_assert_uint_lt(i, 1000);
+	}
+	zr_file_put(sub1);
+	zr_file_put(sub2);
+	zr_file_put(good);
+	zr_store_destroy(st);
+	free(in);
+	free(out);
+}
+END_TEST
+
 /* A writer thread of test_busy_file: @n blocks into a file, each after
  * zr_store_make_room(). */
 struct busy_writer {
@@ -2789,6 +2864,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_many_files);
 	tcase_add_loop_test(tc, test_one_bad_file, 0,
 			    (int)(sizeof(one_file_errs) / sizeof(one_file_errs[0])));
+	tcase_add_test(tc, test_full_submount);
 	tcase_add_test(tc, test_busy_file);
 	tcase_add_test(tc, test_recompress_budget);
 	tcase_add_test(tc, test_recompress_idle);
