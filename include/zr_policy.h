@@ -116,6 +116,9 @@ struct zr_zpool;
 /** The store's pool, for zr_zpool_fail_after() in tests. */
 struct zr_zpool *zr_store_test_pool(struct zr_store *st);
 
+/** End the wait after a codec failure now (tests do not wait a second). */
+void zr_store_test_codec_retry(struct zr_store *st);
+
 /** Files on the list of dirty files (zr_store_writeback_expired()). */
 unsigned zr_store_test_dirty_listed(struct zr_store *st);
 

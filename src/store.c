@@ -171,6 +171,11 @@ struct zr_store {
 	uint64_t pending_len;		/* stored bytes of ZR_SLOT_PENDING blocks; atomic */
 	uint64_t removed;		/* blocks that left the store, any way
 					 * (zr_store_removed()); atomic */
+	uint64_t codec_retry_ms;	/* atomic: after a codec failed, the time
+					 * (zr_now_ms()) before which no block is given
+					 * to one again (codec_failed()); 0 none */
+	uint32_t codec_wait_ms;		/* atomic: that wait, doubled while the
+					 * codec goes on failing; 0 once it worked */
 	struct zr_stats s;		/* counters; atomic */
 };
 
@@ -1331,15 +1336,57 @@ int zr_file_write(struct zr_file *f, uint64_t index, const void *buf,
 
 _Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no pool object");
 
+#define CODEC_WAIT_MIN_MS 1000u	/* first wait after a codec failed */
+#define CODEC_WAIT_MAX_MS 60000u	/* longest, while it goes on failing */
+
+/*
+ * A codec failed with @err (zstd could not allocate its working memory, or
+ * the scratch or codec context could not be had): counted in codec_errors,
+ * and no block is given to a codec until a wait passes (codec_waits()):
+ * 1 s, doubled while the failures go on, up to a minute, with a line in
+ * the log for each. Without it, blocks left pending or hot by a failure
+ * were tried again at every turn of the idle pass and of settling, which
+ * went on at once: a core spent while the codec failed (helper-60).
+ */
+static void codec_failed(struct zr_store *st, int err)
+{
+	uint64_t now = zr_now_ms();
+	uint32_t wait;
+
+	zr_stat_add(&st->s.codec_errors, 1);
+	if (now < __atomic_load_n(&st->codec_retry_ms, __ATOMIC_RELAXED))
+		return;	/* (another thread's failure started a wait) */
+	wait = __atomic_load_n(&st->codec_wait_ms, __ATOMIC_RELAXED);
+	wait = wait ? ZR_MIN(2 * wait, CODEC_WAIT_MAX_MS) : CODEC_WAIT_MIN_MS;
+	__atomic_store_n(&st->codec_wait_ms, wait, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->codec_retry_ms, now + wait, __ATOMIC_RELAXED);
+	zr_log(ZR_LOG_WARNING, "compression failed (%s): blocks written meanwhile are kept uncompressed, and compressed later; tried again in %u s",
+	       strerror(-err), wait / 1000);
+}
+
+/* Whether a codec failed less than its wait ago (codec_failed()). */
+static bool codec_waits(struct zr_store *st)
+{
+	return __atomic_load_n(&st->codec_retry_ms, __ATOMIC_RELAXED) > zr_now_ms();
+}
+
+/* A codec worked: the next failure waits the shortest time again. */
+static void codec_worked(struct zr_store *st)
+{
+	if (__atomic_load_n(&st->codec_wait_ms, __ATOMIC_RELAXED))
+		__atomic_store_n(&st->codec_wait_ms, 0, __ATOMIC_RELAXED);
+}
+
 /*
  * zr_file_prepare() and, with @later, zr_file_prepare_later(): a same-filled
  * block as its pattern; otherwise compressed (unless @later or comp=none)
  * and stored raw when that did not save min_saving, pending when @later.
  * A codec that fails (zstd out of memory for its context, or any error but
  * "did not fit") does not fail the write: the block is stored raw and
- * pending, so the idle pass tries again, and codec_errors counts it. A
- * failed WRITE would be worse than a big block: with the writeback cache
- * the kernel drops the pages it could not write.
+ * pending, to be compressed later (codec_failed()); so is it, without a
+ * try, while the wait after such a failure lasts. A failed WRITE would be
+ * worse than a big block: with the writeback cache the kernel drops the
+ * pages it could not write.
  */
 static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bool later)
 {
@@ -1357,6 +1404,8 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 		p->fl |= ZR_SLOT_SAME;
 		return 0;
 	}
+	if (st->cfg.comp != ZR_CODEC_NONE && !later && codec_waits(st))
+		later = true;
 	if (st->cfg.comp != ZR_CODEC_NONE && !later) {
 		uint8_t *tmp = scratch();
 		struct zr_codec_ctx *ctx = zr_codec_ctx_thread();
@@ -1368,8 +1417,9 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 			src = tmp;
 			p->len = (uint32_t)n;
 			p->codec = st->cfg.comp;
+			codec_worked(st);
 		} else if (n != -ENOSPC) {
-			zr_stat_add(&st->s.codec_errors, 1);
+			codec_failed(st, (int)n);
 			later = true;	/* raw and pending, as below */
 			n = -ENOSPC;
 		}
@@ -2196,7 +2246,8 @@ static void pending_stays_raw(struct zr_file *f, struct zr_slot *s)
  * it is rewritten. A failure that may pass (no memory for the scratch, the
  * codec or the new copy; a codec error) leaves the block as it was, for a
  * later pass: marked, a block the codec failed on once would stay raw
- * (helper-59). Also 0.
+ * (helper-59); and no block is tried while the wait after a codec failure
+ * lasts (codec_failed()). Also 0.
  */
 static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 {
@@ -2222,22 +2273,29 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 			fl &= ~ZR_SLOT_COLD;
 		}
 	}
-	if (!tmp || !ctx)
-		return 0;	/* (no memory: may pass) */
-	rc = slot_decode(st, s, tmp);
-	if (rc == -ENOMEM)
+	if (codec_waits(st))
 		return 0;
+	if (!tmp || !ctx) {
+		codec_failed(st, -ENOMEM);	/* (no memory: may pass) */
+		return 0;
+	}
+	rc = slot_decode(st, s, tmp);
+	if (rc == -ENOMEM) {
+		codec_failed(st, rc);
+		return 0;
+	}
 	if (rc)
 		goto fail;	/* (corrupt: tried again, it would fail again) */
 	n = block_compress(st, ctx, codec, level, tmp, tmp + ZR_BLOCK_MAX, cap, &fl);
 	if (n == -ENOSPC)
 		goto fail;	/* it does not compress enough */
 	if (n <= 0) {
-		zr_stat_add(&st->s.codec_errors, 1);
+		codec_failed(st, (int)n);
 		return 0;
 	}
+	codec_worked(st);
 	if (pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
-		return 0;
+		return 0;	/* (no room or memory: the pass checks room) */
 	slot_replace(f, s, handle, (uint32_t)n, codec, fl);
 	zr_stat_add(&st->s.recompressions, 1);
 	return old - (uint32_t)n;
@@ -2308,10 +2366,10 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	struct zr_slot *s;
 
 	*more = false;
-	if (mark == 0)
+	if (mark == 0 || codec_waits(st))
 		return 0;	/* no pass before this one: nothing is idle yet */
 	fits = recompress_fits(st, &holes);
-	while (fits && !*more && (f = file_iter(st, f))) {
+	while (fits && !*more && !codec_waits(st) && (f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;
 		while ((s = map_next(f, pos, &idx))) {
@@ -2327,6 +2385,8 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 				n = recompress(f, s);
 				saved += n;
 				holes += n;
+				if (!n && codec_waits(st))
+					break;	/* (a codec failed: later) */
 				if (!recompress_room(st)) {
 					/* (the next pass tries again) */
 					pthread_mutex_unlock(&f->lock);
@@ -2441,6 +2501,10 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 		n = block_compress(st, ctx, st->cfg.comp, st->cfg.comp_level, copy, out,
 				   ZR_MIN(len - 1, st->cfg.block_size - st->cfg.min_saving),
 				   &fl);
+	if (n > 0)
+		codec_worked(st);
+	else if (n != -ENOSPC)
+		codec_failed(st, (int)n);	/* (it stays pending) */
 	if (n > 0 && (!recompress_room(st) ||
 		      pool_store(st, out, (uint32_t)n, &handle) != 0))
 		return false;	/* no room or memory: it stays pending */
@@ -2524,7 +2588,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 	unsigned walked = 0;
 	bool found, wrapped;
 
-	if (!tmp || !zr_stat_read(&st->s.blocks_pending))
+	if (!tmp || !zr_stat_read(&st->s.blocks_pending) || codec_waits(st))
 		return 0;
 	f = settle_resume(st, &pos, &wrapped);
 	if (!f && !wrapped) {	/* (the files after the cursor are going) */
@@ -2540,7 +2604,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 			return done;
 		}
 		while (zr_stat_read(&f->npending)) {
-			if (stop(arg) || !recompress_fits(st, &holes)) {
+			if (stop(arg) || !recompress_fits(st, &holes) || codec_waits(st)) {
 				settle_save(st, f, pos);
 				zr_file_put(f);
 				return done;
@@ -2829,6 +2893,11 @@ int zr_store_make_room_once(struct zr_store *st, size_t need)
 struct zr_zpool *zr_store_test_pool(struct zr_store *st)
 {
 	return st->pool;
+}
+
+void zr_store_test_codec_retry(struct zr_store *st)
+{
+	__atomic_store_n(&st->codec_retry_ms, 0, __ATOMIC_RELAXED);
 }
 
 unsigned zr_store_test_dirty_check(struct zr_store *st)
