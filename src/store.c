@@ -2035,6 +2035,7 @@ struct wb_failed {
 	unsigned nspace;
 	bool all_full;		/* more filesystems refused than space[] holds */
 	int full_err;		/* the error that made the first one full; 0 */
+	bool wrote;		/* a dirty block was written back */
 	/* Files whose io_lock was held when demote() came to write back a
 	 * dirty block (an fsync, truncate or punch in progress): sample()
 	 * skips them whole until BUSY_TRIES tries in a row find nothing else
@@ -2719,6 +2720,7 @@ static uint64_t demote(struct zr_store *st, const struct zr_policy_cand *c,
 			wb_failed_add(st, failed, f, rc);
 			return 0;
 		}
+		failed->wrote |= found;
 		pthread_mutex_lock(&f->lock);
 		s = lookup_present(f, c->index);
 		if (!s || slot_has(s, ZR_SLOT_DIRTY | ZR_SLOT_UNDER_WB))
@@ -2739,7 +2741,8 @@ skip:
 
 /* Demote down to @target (see zr_store_reclaim()); caller holds reclaim_lock.
  * @wb_err: when not NULL, receives the error with which the pass found a
- * backing filesystem full, refusing every file (wb_failed.full_err), or 0. */
+ * backing filesystem full, refusing every file (wb_failed.full_err), when
+ * it wrote no dirty block back to any other; else 0. */
 static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks,
 			      int *wb_err)
 {
@@ -2800,7 +2803,7 @@ static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max
 	if (any && zr_store_mem_used(st) > target)
 		zr_zpool_compact(st->pool);
 	if (wb_err)
-		*wb_err = failed.full_err;
+		*wb_err = failed.wrote ? 0 : failed.full_err;
 	return any ? (int64_t)freed : -ENOSPC;
 }
 
@@ -2815,10 +2818,10 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
 }
 
 /*
- * Reclaim passes a writer makes before it gets ENOSPC, unless a pass did
- * nothing and found a backing filesystem that refuses every file (full,
- * over quota, read-only: two files refused so, see wb_failed_add()), where
- * the next would do the same. A pass can end
+ * Reclaim passes a writer makes before it gets ENOSPC, unless a pass found
+ * a backing filesystem that refuses every file (full, over quota,
+ * read-only: two files refused so, see wb_failed_add()) and wrote no dirty
+ * block back to another, where the next would do the same. A pass can end
  * with no room for reasons that pass: other writers took the room it made
  * (the check is made without the lock), or the blocks it sampled were busy
  * (being written, or written back by another thread). On two loaded CPUs
@@ -2834,7 +2837,6 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 {
 	uint64_t budget, target;
 	int wb_err;
-	int64_t r;
 
 	/* The pool commits whole pages: an object may start a new one. */
 	need += POOL_PAGE;
@@ -2845,7 +2847,6 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 		if (tries > 0)
 			usleep(1000u << ZR_MIN(tries - 1, 4u));
 		wb_err = 0;
-		r = 0;
 		pthread_mutex_lock(&st->reclaim_lock);
 		if (zr_store_mem_used(st) + need > budget) {
 			/* Down to the low watermark, and at least room for @need. */
@@ -2854,17 +2855,16 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 				target = 0;
 			else if (target > budget - need)
 				target = budget - need;
-			r = reclaim_locked(st, target, UINT64_MAX, &wb_err);
+			reclaim_locked(st, target, UINT64_MAX, &wb_err);
 		}
 		pthread_mutex_unlock(&st->reclaim_lock);
 		if (zr_store_mem_used(st) + need <= budget)
 			return 0;
-		/* full for good: the pass did nothing, and a backing
-		 * filesystem refuses every writeback (those on others were
-		 * tried), or dirty blocks cannot be written back at all (an
-		 * error of some files only, EIO, leaves the others to the
-		 * next pass) */
-		if ((wb_err && r < 0) || !st->ops.writeback)
+		/* full for good: a backing filesystem refuses every
+		 * writeback, and nothing was written to another, or dirty
+		 * blocks cannot be written back at all (an error of some
+		 * files only, EIO, leaves the others to the next pass) */
+		if (wb_err || !st->ops.writeback)
 			break;
 	}
 	return -ENOSPC;
