@@ -45,18 +45,11 @@ except OSError:
 PY
 )
 say "the punch said: $punched"
-punched=${punched%% *}
+[ "${punched%% *}" = 0 ] ||
+	fail "the punch said yes over a block the tier could not read"
 rm "$ZR_TMP/armed"
 zr_drop_kcache
-if [ $punched = 1 ]; then
-	# then the range must read as zeros
-	cmp -s <(head -c 1100 "$M/a" | tail -c 1000) <(head -c 1000 /dev/zero) ||
-		fail "the punch said yes, and the range reads its old bytes"
-	{ head -c 100 "$ZR_TMP/a"; head -c 1000 /dev/zero; tail -c +1101 "$ZR_TMP/a"; } >"$ZR_TMP/want"
-else
-	cp "$ZR_TMP/a" "$ZR_TMP/want"
-fi
-cmp "$ZR_TMP/want" "$M/a" || fail "a does not read back as the punch said"
+cmp "$ZR_TMP/a" "$M/a" || fail "the failed punch changed a"
 zr_umount
-cmp "$ZR_TMP/want" "$B/a" || fail "the backing file is not what the punch said"
+cmp "$ZR_TMP/a" "$B/a" || fail "the backing file of a is not what was written"
 say "ok"
