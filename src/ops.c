@@ -524,6 +524,7 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct zr_inode *in = zr_inode_from_ino(fs, ino);
 	struct zr_at at;
 	struct stat st;
+	bool stamp;
 	int rc;
 
 	if (zr_is_ctl(ino)) {
@@ -615,19 +616,26 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			ts[1].tv_nsec = UTIME_NOW;
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
-		if (set_times(&at, ts) < 0) {
-			rc = -errno;
-			goto out_at;
+		/* a file's mtime is set and noted for its writebacks under
+		 * attr_lock, which a writeback holds while it stamps the
+		 * time it noted (data.c): else that stamp could come after
+		 * ours with the older time (helper-61) */
+		stamp = S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME);
+		if (stamp)
+			pthread_mutex_lock(&fs->attr_lock);
+		rc = set_times(&at, ts) < 0 ? -errno : 0;
+		if (rc == 0 && stamp && in->times_dirty) {
+			/* the mtime just set is the one a writeback must put back */
+			rc = at_stat(&at, &st);
+			if (rc == 0)
+				in->mtime = st.st_mtim;
 		}
+		if (stamp)
+			pthread_mutex_unlock(&fs->attr_lock);
+		if (rc)
+			goto out_at;
 	}
 	rc = at_stat(&at, &st);
-	if (rc == 0 && S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME)) {
-		/* the mtime just set is the one a writeback must put back */
-		pthread_mutex_lock(&fs->attr_lock);
-		if (in->times_dirty)
-			in->mtime = st.st_mtim;
-		pthread_mutex_unlock(&fs->attr_lock);
-	}
 	if (rc == 0)
 		zr_data_fix_stat(fs, in, &st);
 out_at:

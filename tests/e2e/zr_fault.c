@@ -54,7 +54,10 @@
  * ZR_FAULT_ZSTD=1, ZSTD_compress2() fails while armed as when zstd cannot
  * allocate its working memory (ZSTD_error_memory_allocation); with
  * ZR_FAULT_ZSTD_READ=1, ZSTD_decompressDCtx() fails while armed as on
- * corrupt data (ZSTD_error_corruption_detected).
+ * corrupt data (ZSTD_error_corruption_detected). With
+ * ZR_FAULT_FUTIMENS_DELAY_MS=N, the first futimens(3) while armed of the
+ * file ZR_FAULT_NAME disarms, sleeps N ms, then makes the call: a window
+ * between a writeback's choice of the mtime it stamps and its stamp.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -68,6 +71,7 @@
 #include <string.h>
 #include <linux/fuse.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -562,4 +566,21 @@ size_t ZSTD_decompressDCtx(void *dctx, void *dst, size_t cap, const void *src, s
 	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
 		return (size_t)-ZSTD_error_corruption_detected;
 	return real(dctx, dst, cap, src, len);
+}
+
+typedef int (*futimens_fn)(int, const struct timespec *);
+
+/* futimens(), late once while armed with ZR_FAULT_FUTIMENS_DELAY_MS */
+int futimens(int fd, const struct timespec ts[2])
+{
+	futimens_fn real = (futimens_fn)dlsym(RTLD_NEXT, "futimens");
+	const char *ms_s = getenv("ZR_FAULT_FUTIMENS_DELAY_MS");
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (ms_s && fault_file(fd) && unlink(getenv("ZR_FAULT_ARMED")) == 0)
+		sleep_ms(atol(ms_s));
+	return real(fd, ts);
 }
