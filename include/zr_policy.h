@@ -116,8 +116,9 @@ struct zr_zpool;
 /** The store's pool, for zr_zpool_fail_after() in tests. */
 struct zr_zpool *zr_store_test_pool(struct zr_store *st);
 
-/** End the wait after a codec failure now (tests do not wait a second). */
-void zr_store_test_codec_retry(struct zr_store *st);
+/** Hold the waits after codec failures (@wait), or end them now: a test
+ * then neither waits a second nor depends on how fast it runs. */
+void zr_store_test_codec_wait(struct zr_store *st, bool wait);
 
 /** Files on the list of dirty files (zr_store_writeback_expired()). */
 unsigned zr_store_test_dirty_listed(struct zr_store *st);

@@ -171,11 +171,12 @@ struct zr_store {
 	uint64_t pending_len;		/* stored bytes of ZR_SLOT_PENDING blocks; atomic */
 	uint64_t removed;		/* blocks that left the store, any way
 					 * (zr_store_removed()); atomic */
-	uint64_t codec_retry_ms;	/* atomic: after a codec failed, the time
-					 * (zr_now_ms()) before which no block is given
-					 * to one again (codec_failed()); 0 none */
-	uint32_t codec_wait_ms;		/* atomic: that wait, doubled while the
-					 * codec goes on failing; 0 once it worked */
+	/* Per codec (enum zr_codec_id), atomics: after it failed, the time
+	 * (zr_now_ms()) before which no block is given to it again
+	 * (codec_failed()), 0 none; and that wait, doubled while it goes on
+	 * failing, 0 once it worked. */
+	uint64_t codec_retry_ms[ZR_CODEC_COUNT];
+	uint32_t codec_wait_ms[ZR_CODEC_COUNT];
 	struct zr_stats s;		/* counters; atomic */
 };
 
@@ -1340,41 +1341,52 @@ _Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no po
 #define CODEC_WAIT_MAX_MS 60000u	/* longest, while it goes on failing */
 
 /*
- * A codec failed with @err (zstd could not allocate its working memory, or
+ * Codec @c failed with @err (zstd could not allocate its working memory, or
  * the scratch or codec context could not be had): counted in codec_errors,
- * and no block is given to a codec until a wait passes (codec_waits()):
- * 1 s, doubled while the failures go on, up to a minute, with a line in
- * the log for each. Without it, blocks left pending or hot by a failure
- * were tried again at every turn of the idle pass and of settling, which
- * went on at once: a core spent while the codec failed (helper-60).
+ * and no block is given to @c until a wait passes (codec_waits()): 1 s,
+ * doubled while the failures go on, up to a minute, with a line in the log
+ * for each. Without it, blocks left pending or hot by a failure were tried
+ * again at every turn of the idle pass and of settling, which went on at
+ * once: a core spent while the codec failed (helper-60). Per codec: zstd
+ * short of memory does not stop lz4 (helper-62).
  */
-static void codec_failed(struct zr_store *st, int err)
+static void codec_failed(struct zr_store *st, enum zr_codec_id c, int err)
 {
 	uint64_t now = zr_now_ms();
 	uint32_t wait;
 
 	zr_stat_add(&st->s.codec_errors, 1);
-	if (now < __atomic_load_n(&st->codec_retry_ms, __ATOMIC_RELAXED))
+	if ((unsigned)c >= ZR_CODEC_COUNT ||
+	    now < __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED))
 		return;	/* (another thread's failure started a wait) */
-	wait = __atomic_load_n(&st->codec_wait_ms, __ATOMIC_RELAXED);
+	wait = __atomic_load_n(&st->codec_wait_ms[c], __ATOMIC_RELAXED);
 	wait = wait ? ZR_MIN(2 * wait, CODEC_WAIT_MAX_MS) : CODEC_WAIT_MIN_MS;
-	__atomic_store_n(&st->codec_wait_ms, wait, __ATOMIC_RELAXED);
-	__atomic_store_n(&st->codec_retry_ms, now + wait, __ATOMIC_RELAXED);
-	zr_log(ZR_LOG_WARNING, "compression failed (%s): blocks written meanwhile are kept uncompressed, and compressed later; tried again in %u s",
-	       strerror(-err), wait / 1000);
+	__atomic_store_n(&st->codec_wait_ms[c], wait, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->codec_retry_ms[c], now + wait, __ATOMIC_RELAXED);
+	zr_log(ZR_LOG_WARNING, "%s failed (%s): blocks are kept uncompressed, and compressed later; tried again in %u s",
+	       zr_codec_name(c), strerror(-err), wait / 1000);
 }
 
-/* Whether a codec failed less than its wait ago (codec_failed()). */
-static bool codec_waits(struct zr_store *st)
+/* Whether codec @c failed less than its wait ago (codec_failed()). */
+static bool codec_waits(struct zr_store *st, enum zr_codec_id c)
 {
-	return __atomic_load_n(&st->codec_retry_ms, __ATOMIC_RELAXED) > zr_now_ms();
+	return (unsigned)c < ZR_CODEC_COUNT &&
+	       __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED) > zr_now_ms();
 }
 
-/* A codec worked: the next failure waits the shortest time again. */
-static void codec_worked(struct zr_store *st)
+/* Codec @c worked: its next failure waits the shortest time again. */
+static void codec_worked(struct zr_store *st, enum zr_codec_id c)
 {
-	if (__atomic_load_n(&st->codec_wait_ms, __ATOMIC_RELAXED))
-		__atomic_store_n(&st->codec_wait_ms, 0, __ATOMIC_RELAXED);
+	if ((unsigned)c < ZR_CODEC_COUNT &&
+	    __atomic_load_n(&st->codec_wait_ms[c], __ATOMIC_RELAXED))
+		__atomic_store_n(&st->codec_wait_ms[c], 0, __ATOMIC_RELAXED);
+}
+
+/* The codec the idle pass gives blocks to: the cold one, or the hot one
+ * for pending blocks when there is none (recompress()). */
+static enum zr_codec_id idle_codec(const struct zr_store *st)
+{
+	return st->cfg.cold_comp != ZR_CODEC_NONE ? st->cfg.cold_comp : st->cfg.comp;
 }
 
 /*
@@ -1404,7 +1416,7 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 		p->fl |= ZR_SLOT_SAME;
 		return 0;
 	}
-	if (st->cfg.comp != ZR_CODEC_NONE && !later && codec_waits(st))
+	if (st->cfg.comp != ZR_CODEC_NONE && !later && codec_waits(st, st->cfg.comp))
 		later = true;
 	if (st->cfg.comp != ZR_CODEC_NONE && !later) {
 		uint8_t *tmp = scratch();
@@ -1417,9 +1429,9 @@ static int prepare(struct zr_file *f, const void *buf, struct zr_prepared *p, bo
 			src = tmp;
 			p->len = (uint32_t)n;
 			p->codec = st->cfg.comp;
-			codec_worked(st);
+			codec_worked(st, st->cfg.comp);
 		} else if (n != -ENOSPC) {
-			codec_failed(st, (int)n);
+			codec_failed(st, st->cfg.comp, (int)n);
 			later = true;	/* raw and pending, as below */
 			n = -ENOSPC;
 		}
@@ -2274,15 +2286,15 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 			fl &= ~ZR_SLOT_COLD;
 		}
 	}
-	if (codec_waits(st))
+	if (codec_waits(st, codec))
 		return 0;
 	if (!tmp || !ctx) {
-		codec_failed(st, -ENOMEM);	/* (no memory: may pass) */
+		codec_failed(st, codec, -ENOMEM);	/* (no memory: may pass) */
 		return 0;
 	}
 	rc = slot_decode(st, s, tmp);
 	if (rc == -ENOMEM) {
-		codec_failed(st, rc);
+		codec_failed(st, codec, rc);
 		return 0;
 	}
 	if (rc)
@@ -2291,10 +2303,10 @@ static uint32_t recompress(struct zr_file *f, struct zr_slot *s)
 	if (n == -ENOSPC)
 		goto fail;	/* it does not compress enough */
 	if (n <= 0) {
-		codec_failed(st, (int)n);
+		codec_failed(st, codec, (int)n);
 		return 0;
 	}
-	codec_worked(st);
+	codec_worked(st, codec);
 	if (pool_store(st, tmp + ZR_BLOCK_MAX, (uint32_t)n, &handle))
 		return 0;	/* (no room or memory: the pass checks room) */
 	slot_replace(f, s, handle, (uint32_t)n, codec, fl);
@@ -2367,10 +2379,10 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 	struct zr_slot *s;
 
 	*more = false;
-	if (mark == 0 || codec_waits(st))
+	if (mark == 0 || codec_waits(st, idle_codec(st)))
 		return 0;	/* no pass before this one: nothing is idle yet */
 	fits = recompress_fits(st, &holes);
-	while (fits && !*more && !codec_waits(st) && (f = file_iter(st, f))) {
+	while (fits && !*more && !codec_waits(st, idle_codec(st)) && (f = file_iter(st, f))) {
 		pthread_mutex_lock(&f->lock);
 		pos = 0;
 		while ((s = map_next(f, pos, &idx))) {
@@ -2386,7 +2398,7 @@ static uint64_t recompress_pass(struct zr_store *st, uint32_t mark, uint64_t max
 				n = recompress(f, s);
 				saved += n;
 				holes += n;
-				if (!n && codec_waits(st))
+				if (!n && codec_waits(st, idle_codec(st)))
 					break;	/* (a codec failed: later) */
 				if (!recompress_room(st)) {
 					/* (the next pass tries again) */
@@ -2503,9 +2515,9 @@ static bool settle_one(struct zr_file *f, uint64_t idx, const uint8_t *copy,
 				   ZR_MIN(len - 1, st->cfg.block_size - st->cfg.min_saving),
 				   &fl);
 	if (n > 0)
-		codec_worked(st);
+		codec_worked(st, st->cfg.comp);
 	else if (n != -ENOSPC)
-		codec_failed(st, (int)n);	/* (it stays pending) */
+		codec_failed(st, st->cfg.comp, (int)n);	/* (it stays pending) */
 	if (n > 0 && (!recompress_room(st) ||
 		      pool_store(st, out, (uint32_t)n, &handle) != 0))
 		return false;	/* no room or memory: it stays pending */
@@ -2589,7 +2601,7 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 	unsigned walked = 0;
 	bool found, wrapped;
 
-	if (!tmp || !zr_stat_read(&st->s.blocks_pending) || codec_waits(st))
+	if (!tmp || !zr_stat_read(&st->s.blocks_pending) || codec_waits(st, st->cfg.comp))
 		return 0;
 	f = settle_resume(st, &pos, &wrapped);
 	if (!f && !wrapped) {	/* (the files after the cursor are going) */
@@ -2605,7 +2617,8 @@ uint64_t zr_store_settle(struct zr_store *st, bool (*stop)(void *arg), void *arg
 			return done;
 		}
 		while (zr_stat_read(&f->npending)) {
-			if (stop(arg) || !recompress_fits(st, &holes) || codec_waits(st)) {
+			if (stop(arg) || !recompress_fits(st, &holes) ||
+			    codec_waits(st, st->cfg.comp)) {
 				settle_save(st, f, pos);
 				zr_file_put(f);
 				return done;
@@ -2895,9 +2908,12 @@ struct zr_zpool *zr_store_test_pool(struct zr_store *st)
 	return st->pool;
 }
 
-void zr_store_test_codec_retry(struct zr_store *st)
+void zr_store_test_codec_wait(struct zr_store *st, bool wait)
 {
-	__atomic_store_n(&st->codec_retry_ms, 0, __ATOMIC_RELAXED);
+	for (unsigned c = 0; c < ZR_CODEC_COUNT; c++)
+		if (__atomic_load_n(&st->codec_wait_ms[c], __ATOMIC_RELAXED))
+			__atomic_store_n(&st->codec_retry_ms[c], wait ? UINT64_MAX : 0,
+					 __ATOMIC_RELAXED);
 }
 
 unsigned zr_store_test_dirty_check(struct zr_store *st)

@@ -36,7 +36,7 @@ say "codec_errors $errs, blocks_dirty $dirty, blocks_pending $pend"
 sync "$ZR_MNT/a" || fail "fsync failed while zstd could not allocate"
 cmp "$ZR_TMP/a" "$B/a" || fail "the backing file of a is not whole after fsync"
 
-grep -q "compression failed (Cannot allocate memory)" "$ZR_LOG" ||
+grep -q "zstd failed (Cannot allocate memory)" "$ZR_LOG" ||
 	fail "the daemon did not log the failure"
 
 # (after a failure the codec is tried again after 1 s, then 2, 4...: the
