@@ -486,19 +486,22 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, start + ZR_MIN((uint64_t)nblocks * fs->bs, size - start));
-		/* (stamped under attr_lock: a SETATTR of the mtime, which
-		 * sets it there too, comes wholly before or after, not between
-		 * our read of the time and our stamp, which put the older
-		 * time back on the backing file, helper-61) */
+		/* (stamped under the file's stamp lock: a SETATTR of the
+		 * mtime, which sets it there too, comes wholly before or
+		 * after, not between our read of the time and our stamp,
+		 * which put the older time back on the backing file,
+		 * helper-61) */
+		pthread_mutex_lock(zr_stamp_lock(fs, ino));
 		pthread_mutex_lock(&fs->attr_lock);
 		stamp = ino->times_dirty;
 		ts[1] = ino->mtime;
+		pthread_mutex_unlock(&fs->attr_lock);
 		if (stamp) {
 			ts[0].tv_sec = 0;
 			ts[0].tv_nsec = UTIME_OMIT;
 			(void)futimens(fd, ts);
 		}
-		pthread_mutex_unlock(&fs->attr_lock);
+		pthread_mutex_unlock(zr_stamp_lock(fs, ino));
 	} else {
 		log_wb_error(ino, start, len, rc);
 	}

@@ -124,6 +124,9 @@ struct zr_inode_key {
 /* Threads that make stream copies with idle CPU time (data.c: fill_main) */
 #define ZR_FILL_THREADS 1
 
+/* Locks striped over files for their mtime stamps (zr_stamp_lock()) */
+#define ZR_STAMP_LOCKS 64
+
 /* Ends of a file's last accesses that a sequential stream may continue
  * from (data.c: seq_bypass) */
 #define ZR_SEQ_ENDS 8
@@ -280,6 +283,11 @@ struct zr_fs {
 
 	pthread_rwlock_t ns_lock;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
+	/* A writeback's stamp of a file's mtime on its backing file, and a
+	 * SETATTR of its times, one at a time per file (zr_stamp_lock()):
+	 * held across those backing calls, so not attr_lock, which every
+	 * getattr takes. Taken before attr_lock. */
+	pthread_mutex_t stamp_locks[ZR_STAMP_LOCKS];
 	pthread_mutex_t sync_lock;	/* one zr_data_syncfs() at a time, and its
 					 * three fields below; taken under
 					 * retry_lock, takes the store's locks */
@@ -594,6 +602,12 @@ void zr_ctl_readdir(fuse_req_t req, struct zr_fs *fs, size_t size, off_t off,
 static inline struct zr_fs *zr_fs_of(fuse_req_t req)
 {
 	return (struct zr_fs *)fuse_req_userdata(req);
+}
+
+/* The lock of @ino's mtime stamps (zr_fs.stamp_locks). */
+static inline pthread_mutex_t *zr_stamp_lock(struct zr_fs *fs, const struct zr_inode *ino)
+{
+	return &fs->stamp_locks[((uintptr_t)ino / 64) % ZR_STAMP_LOCKS];
 }
 
 #endif /* ZR_FS_H */

@@ -637,6 +637,8 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
+	for (unsigned i = 0; i < ZR_STAMP_LOCKS; i++)
+		pthread_mutex_init(&fs->stamp_locks[i], NULL);
 	pthread_mutex_init(&fs->mode_lock, NULL);
 	pthread_mutex_init(&fs->sync_lock, NULL);
 	pthread_mutex_init(&fs->fd_lock, NULL);

@@ -617,21 +617,23 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		else if (valid & FUSE_SET_ATTR_MTIME)
 			ts[1] = attr->st_mtim;
 		/* a file's mtime is set and noted for its writebacks under
-		 * attr_lock, which a writeback holds while it stamps the
-		 * time it noted (data.c): else that stamp could come after
-		 * ours with the older time (helper-61) */
+		 * its stamp lock, which a writeback holds while it stamps
+		 * the time it noted (data.c): else that stamp could come
+		 * after ours with the older time (helper-61) */
 		stamp = S_ISREG(in->type) && (valid & FUSE_SET_ATTR_MTIME);
 		if (stamp)
-			pthread_mutex_lock(&fs->attr_lock);
+			pthread_mutex_lock(zr_stamp_lock(fs, in));
 		rc = set_times(&at, ts) < 0 ? -errno : 0;
-		if (rc == 0 && stamp && in->times_dirty) {
+		if (rc == 0 && stamp) {
 			/* the mtime just set is the one a writeback must put back */
 			rc = at_stat(&at, &st);
-			if (rc == 0)
+			pthread_mutex_lock(&fs->attr_lock);
+			if (rc == 0 && in->times_dirty)
 				in->mtime = st.st_mtim;
+			pthread_mutex_unlock(&fs->attr_lock);
 		}
 		if (stamp)
-			pthread_mutex_unlock(&fs->attr_lock);
+			pthread_mutex_unlock(zr_stamp_lock(fs, in));
 		if (rc)
 			goto out_at;
 	}

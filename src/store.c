@@ -2755,7 +2755,7 @@ skip:
 /* Demote down to @target (see zr_store_reclaim()); caller holds reclaim_lock.
  * @wb_err: when not NULL, receives the error with which the pass found a
  * backing filesystem full, refusing every file (wb_failed.full_err), when
- * it wrote no dirty block back to any other; else 0. */
+ * it wrote no dirty block back at all (of a file on another, say); else 0. */
 static int64_t reclaim_locked(struct zr_store *st, uint64_t target, uint64_t max_blocks,
 			      int *wb_err)
 {
@@ -2834,7 +2834,7 @@ int64_t zr_store_reclaim(struct zr_store *st, uint64_t target, uint64_t max_bloc
  * Reclaim passes a writer makes before it gets ENOSPC, unless a pass found
  * a backing filesystem that refuses every file (full, over quota,
  * read-only: two files refused so, see wb_failed_add()) and wrote no dirty
- * block back to another, where the next would do the same. A pass can end
+ * block back at all, where the next would do the same. A pass can end
  * with no room for reasons that pass: other writers took the room it made
  * (the check is made without the lock), or the blocks it sampled were busy
  * (being written, or written back by another thread). On two loaded CPUs
@@ -2874,7 +2874,7 @@ static int make_room(struct zr_store *st, size_t need, unsigned max_tries)
 		if (zr_store_mem_used(st) + need <= budget)
 			return 0;
 		/* full for good: a backing filesystem refuses every
-		 * writeback, and nothing was written to another, or dirty
+		 * writeback, and nothing was written back, or dirty
 		 * blocks cannot be written back at all (an error of some
 		 * files only, EIO, leaves the others to the next pass) */
 		if (wb_err || !st->ops.writeback)
