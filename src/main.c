@@ -71,6 +71,33 @@ static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 #define ZR_RETRY_MAX_S 60
 #define ZR_RETRY_LOG_EVERY 10
 
+/* One line of /proc/self/mountinfo, its paths unescaped. */
+struct mount_line {
+	char mm[32];		/* MAJ:MIN */
+	char mp[PATH_MAX];	/* mount point */
+	char type[64];		/* filesystem type ("fuse.zramfs"...) */
+	char src[PATH_MAX];	/* source (a zramfs's backing directory) */
+};
+
+/* Read the next line of mountinfo @f into @m (later lines are mounted on
+ * top of earlier ones at the same point). @return false at its end. */
+static bool next_mount(FILE *f, struct mount_line *m)
+{
+	char line[8192];
+
+	while (fgets(line, sizeof(line), f)) {
+		const char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*s %*s %31s %*s %4095s", m->mm, m->mp) != 2 ||
+		    sscanf(sep + 3, "%63s %4095s", m->type, m->src) != 2)
+			continue;
+		zr_unescape_octal(m->mp);
+		zr_unescape_octal(m->src);
+		return true;
+	}
+	return false;
+}
+
 /*
  * Whether @path is a mount point listed in /proc/self/mountinfo. When @dev
  * is given, it receives the "MAJ:MIN" of the topmost mount there; when
@@ -80,26 +107,19 @@ static bool mount_info(const char *path, char *dev, size_t devlen,
 		       char *fstype, size_t typelen)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char line[8192];
+	struct mount_line m;
 	bool found = false;
 
 	if (!f)
 		return false;
-	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], mm[32], type[64];
-		const char *sep;
-
-		if (sscanf(line, "%*s %*s %31s %*s %4095s", mm, mp) != 2)
-			continue;
-		zr_unescape_octal(mp);
-		if (strcmp(mp, path) != 0)
+	while (next_mount(f, &m)) {
+		if (strcmp(m.mp, path) != 0)
 			continue;
 		found = true;	/* later lines are mounted on top: keep going */
 		if (dev)
-			snprintf(dev, devlen, "%s", mm);
-		sep = strstr(line, " - ");
-		if (fstype && sep && sscanf(sep + 3, "%63s", type) == 1)
-			snprintf(fstype, typelen, "%s", type);
+			snprintf(dev, devlen, "%s", m.mm);
+		if (fstype)
+			snprintf(fstype, typelen, "%s", m.type);
 	}
 	fclose(f);
 	return found;
@@ -127,25 +147,15 @@ static bool is_zramfs_mount(const char *path)
 static bool mounted_from(const char *backing, char *mnt, size_t len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char line[8192];
+	struct mount_line m;
 	bool found = false;
 
 	if (!f)
 		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], type[64], src[PATH_MAX];
-		const char *sep = strstr(line, " - ");
-
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
-		    sscanf(sep + 3, "%63s %4095s", type, src) != 2 ||
-		    strcmp(type, "fuse.zramfs") != 0)
-			continue;
-		zr_unescape_octal(src);
-		if (strcmp(src, backing) != 0)
-			continue;
-		zr_unescape_octal(mp);
-		snprintf(mnt, len, "%s", mp);
-		found = true;
+	while (!found && next_mount(f, &m)) {
+		found = strcmp(m.type, "fuse.zramfs") == 0 && strcmp(m.src, backing) == 0;
+		if (found)
+			snprintf(mnt, len, "%s", m.mp);
 	}
 	fclose(f);
 	return found;
