@@ -1367,11 +1367,16 @@ static void codec_failed(struct zr_store *st, enum zr_codec_id c, int err)
 	       zr_codec_name(c), strerror(-err), wait / 1000);
 }
 
-/* Whether codec @c failed less than its wait ago (codec_failed()). */
+/* Whether codec @c failed less than its wait ago (codec_failed()). On
+ * every block written: the clock is read only once a codec has failed. */
 static bool codec_waits(struct zr_store *st, enum zr_codec_id c)
 {
-	return (unsigned)c < ZR_CODEC_COUNT &&
-	       __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED) > zr_now_ms();
+	uint64_t retry;
+
+	if ((unsigned)c >= ZR_CODEC_COUNT)
+		return false;
+	retry = __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED);
+	return retry && retry > zr_now_ms();
 }
 
 /* Codec @c worked: its next failure waits the shortest time again. */
