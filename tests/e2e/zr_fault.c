@@ -151,17 +151,25 @@ int fdatasync(int fd)
 	return faulty_sync("fdatasync", fd);
 }
 
+/* Whether the fault the environment variable @var turns on (=1) is armed
+ * (the file ZR_FAULT_ARMED names exists). */
+static bool armed_with(const char *var)
+{
+	const char *on = getenv(var);
+	const char *armed = getenv("ZR_FAULT_ARMED");
+
+	return on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0;
+}
+
 int syncfs(int fd)
 {
 	int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
-	const char *on = getenv("ZR_FAULT_SYNCFS");
-	const char *armed = getenv("ZR_FAULT_ARMED");
 
 	if (!real) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0) {
+	if (armed_with("ZR_FAULT_SYNCFS")) {
 		errno = EIO;
 		return -1;
 	}
@@ -545,10 +553,8 @@ size_t ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t
 size_t ZSTD_compress2(void *cctx, void *dst, size_t cap, const void *src, size_t len)
 {
 	zstd_compress2_fn real = (zstd_compress2_fn)dlsym(RTLD_NEXT, "ZSTD_compress2");
-	const char *on = getenv("ZR_FAULT_ZSTD");
-	const char *armed = getenv("ZR_FAULT_ARMED");
 
-	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
+	if (!real || armed_with("ZR_FAULT_ZSTD"))
 		return (size_t)-ZSTD_error_memory_allocation;
 	return real(cctx, dst, cap, src, len);
 }
@@ -560,10 +566,8 @@ size_t ZSTD_decompressDCtx(void *dctx, void *dst, size_t cap, const void *src, s
 size_t ZSTD_decompressDCtx(void *dctx, void *dst, size_t cap, const void *src, size_t len)
 {
 	zstd_decompress_fn real = (zstd_decompress_fn)dlsym(RTLD_NEXT, "ZSTD_decompressDCtx");
-	const char *on = getenv("ZR_FAULT_ZSTD_READ");
-	const char *armed = getenv("ZR_FAULT_ARMED");
 
-	if (!real || (on && strcmp(on, "1") == 0 && armed && access(armed, F_OK) == 0))
+	if (!real || armed_with("ZR_FAULT_ZSTD_READ"))
 		return (size_t)-ZSTD_error_corruption_detected;
 	return real(dctx, dst, cap, src, len);
 }
