@@ -1608,8 +1608,12 @@ bool zr_uring_stop(void)
 			all = false;
 		}
 	}
-	__atomic_store_n(&active, false, __ATOMIC_RELEASE);
-	if (all)
+	/* a thread left behind still holds a request: its reply must still
+	 * reach its entry (through /dev/fuse it would be refused, and the
+	 * entry would answer EIO for it; helper-64) */
+	if (all) {
+		__atomic_store_n(&active, false, __ATOMIC_RELEASE);
 		free_all();
+	}
 	return all;
 }
