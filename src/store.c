@@ -1352,17 +1352,23 @@ _Static_assert(ZR_ZPOOL_NO_HANDLE == 0, "a zeroed struct zr_prepared holds no po
  */
 static void codec_failed(struct zr_store *st, enum zr_codec_id c, int err)
 {
-	uint64_t now = zr_now_ms();
+	uint64_t now = zr_now_ms(), retry;
 	uint32_t wait;
 
 	zr_stat_add(&st->s.codec_errors, 1);
-	if ((unsigned)c >= ZR_CODEC_COUNT ||
-	    now < __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED))
+	if ((unsigned)c >= ZR_CODEC_COUNT)
+		return;
+	retry = __atomic_load_n(&st->codec_retry_ms[c], __ATOMIC_RELAXED);
+	if (now < retry)
 		return;	/* (another thread's failure started a wait) */
 	wait = __atomic_load_n(&st->codec_wait_ms[c], __ATOMIC_RELAXED);
 	wait = wait ? ZR_MIN(2 * wait, CODEC_WAIT_MAX_MS) : CODEC_WAIT_MIN_MS;
+	/* one of two threads failing at once starts the wait and doubles
+	 * it, not both (helper-62) */
+	if (!__atomic_compare_exchange_n(&st->codec_retry_ms[c], &retry, now + wait, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
 	__atomic_store_n(&st->codec_wait_ms[c], wait, __ATOMIC_RELAXED);
-	__atomic_store_n(&st->codec_retry_ms[c], now + wait, __ATOMIC_RELAXED);
 	zr_log(ZR_LOG_WARNING, "%s failed (%s): blocks are kept uncompressed, and compressed later; tried again in %u s",
 	       zr_codec_name(c), strerror(-err), wait / 1000);
 }
