@@ -451,8 +451,8 @@ void zr_fs_destroy(struct zr_fs *fs);
 struct zr_inode *zr_inode_from_ino(struct zr_fs *fs, fuse_ino_t ino);
 void zr_inode_ref(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino);
-int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
-		    const struct stat *st, struct zr_inode **out);
+int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd, const char *name,
+		    const struct stat *st, bool confirmed, struct zr_inode **out);
 void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n);
 struct zr_alias *zr_alias_new(const char *name);
 void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,

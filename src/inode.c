@@ -1027,6 +1027,37 @@ int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent
 	return rc;
 }
 
+/*
+ * zr_alias_add() for a lookup of (@pfd, @name), whose stat found @ino: a
+ * name @ino has not got yet, while it has others, is checked to still
+ * reach it, under ns_lock. The kernel revalidates a cached name without
+ * the directory's lock, so the stat may be older than a rename of the
+ * file that another thread made meanwhile; the name it found is stale,
+ * and for a directory it would replace the one name the rename gave it
+ * (helper-63). A rename changes our names under ns_lock after the backing
+ * rename: so either the check sees the name gone, or the rename moves the
+ * name after us. @return 0, -EAGAIN (the name no longer reaches @ino: stat
+ * it again) or -ENOMEM.
+ */
+static int alias_add_looked_up(struct zr_fs *fs, struct zr_inode *ino,
+			       struct zr_inode *parent, int pfd, const char *name)
+{
+	struct stat now;
+	int rc = 0;
+
+	if (ino == &fs->root)
+		return 0;
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	if (pfd >= 0 && ino->aliases && !alias_has(ino, parent, name) &&
+	    (fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+	     now.st_dev != ino->key.dev || now.st_ino != ino->key.ino))
+		rc = -EAGAIN;
+	if (rc == 0)
+		rc = alias_add_locked(fs, ino, parent, name);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	return rc;
+}
+
 /* Remove (parent, name) from the names of @ino. @return whether no name is left. */
 bool zr_alias_remove(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,
 		     const char *name)
@@ -1099,14 +1130,19 @@ void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *ol
 /**
  * zr_inode_lookup() - the inode of the backing file that @st describes,
  * found in the table or made, with a lookup reference (and name (@parent,
- * @name) when @parent is not NULL). A lookup of the number of a file whose
- * removal is in flight (zr_inode_removing()) waits for the removal's lock
- * to be dropped: the caller must hold no inode's lock.
+ * @name) when @parent is not NULL; @pfd: @parent's fd, or -1). A lookup of
+ * the number of a file whose removal is in flight (zr_inode_removing())
+ * waits for the removal's lock to be dropped: the caller must hold no
+ * inode's lock. @confirmed: @st was taken again after this returned
+ * -ESTALE for it.
  * @return 0, -EAGAIN after such a wait (stat the name again and retry:
- * the file may be gone and its number a new file's), or -ENOMEM.
+ * the file may be gone and its number a new file's) or when the name no
+ * longer reaches the file (alias_add_looked_up()), -ESTALE when the
+ * table holds another kind of file under @st's number and @st is not
+ * @confirmed (stat the name again and retry, @confirmed), or -ENOMEM.
  */
-int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
-		    const struct stat *st, struct zr_inode **out)
+int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd, const char *name,
+		    const struct stat *st, bool confirmed, struct zr_inode **out)
 {
 	struct zr_inode_key key = { .dev = st->st_dev, .ino = st->st_ino };
 	struct zr_inode *ino, *fresh = NULL, *busy;
@@ -1121,7 +1157,18 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, const char *name,
 		HASH_FIND(hh, fs->inodes, &key, sizeof(key), ino);
 		if (ino && ino->type != (st->st_mode & S_IFMT)) {
 			/* its number now another kind of file's: it was
-			 * removed behind our back (as zr_inode_unhash()) */
+			 * removed behind our back (as zr_inode_unhash()).
+			 * Or @st is stale: the kernel revalidates a cached
+			 * name without the directory's lock, so its LOOKUP
+			 * may race with a removal of that name and a create
+			 * that got the number, and unhashing the new file
+			 * would lose its dirty blocks at its forget
+			 * (helper-63). The caller stats the name again */
+			if (!confirmed) {
+				pthread_mutex_unlock(&fs->itable_lock);
+				rc = -ESTALE;
+				goto out;
+			}
 			zr_log(ZR_LOG_DEBUG, "inode %llu: a %o now, was a %o: removed behind zramfs's back",
 			       (unsigned long long)key.ino, (unsigned)(st->st_mode & S_IFMT),
 			       (unsigned)ino->type);
@@ -1173,7 +1220,7 @@ out:
 	if (rc)
 		return rc;
 	if (parent) {
-		rc = zr_alias_add(fs, ino, parent, name);
+		rc = alias_add_looked_up(fs, ino, parent, pfd, name);
 		if (rc) {
 			zr_inode_forget(fs, ino, 1);
 			return rc;

@@ -217,22 +217,40 @@ static void fill_entry(struct zr_fs *fs, struct fuse_entry_param *e,
 /*
  * zr_inode_lookup() of (@pfd, @name), whose stat is *@st when @have, else
  * taken here; stat again when the lookup waited for a removal of that
- * number (-EAGAIN). @return 0 or -errno.
+ * number (-EAGAIN), or found another kind of file under it (-ESTALE: once,
+ * then the table's is taken for removed behind our back). @return 0 or
+ * -errno.
  */
 static int inode_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 			     const char *name, struct stat *st, bool have,
 			     struct zr_inode **ino)
 {
+	bool confirmed = false;
 	int rc;
 
 	for (;;) {
 		if (!have && fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
-		rc = zr_inode_lookup(fs, parent, name, st, ino);
-		if (rc != -EAGAIN)
+		rc = zr_inode_lookup(fs, parent, pfd, name, st, confirmed, ino);
+		if (rc == -ESTALE && !confirmed)
+			confirmed = true;
+		else if (rc != -EAGAIN)
 			return rc;
 		have = false;
 	}
+}
+
+/*
+ * Whether (@pfd, @name) is still the file @st describes (same number), for
+ * a lookup about to take a file of that number for removed: its stat may be
+ * stale (inode_lookup_stat()).
+ */
+static bool name_still(int pfd, const char *name, const struct stat *st)
+{
+	struct stat now;
+
+	return fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
 }
 
 /*
@@ -250,10 +268,22 @@ static int do_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 
 	if (known)
 		st = *known;
+again:
 	rc = inode_lookup_stat(fs, parent, pfd, name, &st, known != NULL, &ino);
 	if (rc)
 		return rc;
 	if (S_ISREG(st.st_mode) && !zr_inode_same_file(ino, pfd, name, 0)) {
+		if (!name_still(pfd, name, &st)) {
+			/* the name is another file now (a removal and a
+			 * create raced with this lookup, which the kernel
+			 * may send without the directory's lock): @ino may
+			 * be live, a new file that got the number; look the
+			 * name up again (helper-63) */
+			zr_alias_remove(fs, ino, parent, name);
+			zr_inode_forget(fs, ino, 1);
+			known = NULL;
+			goto again;
+		}
 		/* the number of a file removed behind our back, now another
 		 * file's: the old inode (its data has no home) leaves the
 		 * table, and the new file gets its own */

@@ -4,14 +4,19 @@
  * the inode number of a file whose removal from the backing tree is in
  * flight (zr_inode_removing() .. zr_inode_removed()) waits for the removal,
  * then finds the old inode again if it failed, or makes a new one if the
- * file went (its number then belongs to a new file).
+ * file went (its number then belongs to a new file); a stat that finds
+ * another kind of file under a number is taken again before the inode of
+ * that number is taken for removed, and a name a stale stat found is not
+ * given to a file that has another.
  */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,7 +73,7 @@ static void *look(void *arg)
 {
 	struct looker *l = arg;
 
-	while ((l->rc = zr_inode_lookup(l->fs, NULL, "f", &l->st, &l->found)) == -EAGAIN)
+	while ((l->rc = zr_inode_lookup(l->fs, NULL, -1, "f", &l->st, false, &l->found)) == -EAGAIN)
 		l->waits++;
 	__atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -101,7 +106,7 @@ static struct zr_inode *race(struct zr_fs *fs, bool gone, struct zr_inode **old)
 	struct zr_inode *a;
 	pthread_t t;
 
-	ck_assert_int_eq(zr_inode_lookup(fs, NULL, "f", &st, &a), 0);
+	ck_assert_int_eq(zr_inode_lookup(fs, NULL, -1, "f", &st, false, &a), 0);
 	pthread_rwlock_wrlock(&a->lock);	/* as remove_name() holds it */
 	ck_assert(zr_inode_removing(fs, a));
 	ck_assert(!zr_inode_removing(fs, a));	/* out of the table already */
@@ -168,16 +173,106 @@ START_TEST(test_other_numbers)
 	struct zr_inode *a, *c;
 
 	fs_init(&fs);
-	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, "f", &st, &a), 0);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "f", &st, false, &a), 0);
 	pthread_rwlock_wrlock(&a->lock);
 	ck_assert(zr_inode_removing(&fs, a));
-	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, "g", &st6, &c), 0);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "g", &st6, false, &c), 0);
 	ck_assert_ptr_ne(c, a);
 	zr_inode_removed(&fs, a, true);
 	pthread_rwlock_unlock(&a->lock);
 	zr_inode_forget(&fs, a, 1);
 	zr_inode_forget(&fs, c, 1);
 	fs_fini(&fs);
+}
+END_TEST
+
+/*
+ * A lookup whose stat says number 5 is a directory while the table holds a
+ * regular file 5: the stat may be stale (a revalidating LOOKUP races with
+ * an rmdir and a create that got the number), so the file stays in the
+ * table and the caller is told to stat again (-ESTALE); only a stat taken
+ * again (@confirmed) takes the file for removed behind zramfs's back.
+ */
+START_TEST(test_type_mismatch)
+{
+	struct zr_fs fs;
+	struct stat st = file_st(5), dir = file_st(5);
+	struct zr_inode *a, *b = NULL;
+
+	dir.st_mode = S_IFDIR | 0755;
+	fs_init(&fs);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "f", &st, false, &a), 0);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "d", &dir, false, &b), -ESTALE);
+	ck_assert_ptr_null(b);
+	ck_assert(!a->unhashed);
+	ck_assert_uint_eq(a->nlookup, 1);
+	/* the file is still the one found under its number */
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "f", &st, false, &b), 0);
+	ck_assert_ptr_eq(b, a);
+	zr_inode_forget(&fs, b, 1);
+	/* confirmed: the directory gets its own inode, the file goes */
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "d", &dir, true, &b), 0);
+	ck_assert_ptr_ne(b, a);
+	ck_assert(a->unhashed);
+	ck_assert_uint_eq(b->type, S_IFDIR);
+	zr_inode_forget(&fs, a, 1);
+	zr_inode_forget(&fs, b, 1);
+	fs_fini(&fs);
+}
+END_TEST
+
+/*
+ * A lookup whose stat of a name is older than a rename of the file: the
+ * file's name is the new one already, and the lookup must not give it the
+ * old one back (the kernel revalidates a cached name without the
+ * directory's lock). It is told to stat again (-EAGAIN); a name that does
+ * reach the file is added (a hard link).
+ */
+START_TEST(test_stale_name)
+{
+	char tmp[] = "/tmp/check_inode.XXXXXX";
+	struct zr_fs fs;
+	struct stat pst, ast;
+	struct zr_inode *d, *x, *y = NULL;
+	int dfd, pfd;
+
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	dfd = open(tmp, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(mkdirat(dfd, "p", 0755), 0);
+	pfd = openat(dfd, "p", O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(pfd, 0);
+	close(openat(pfd, "a", O_CREAT | O_WRONLY, 0644));
+	ck_assert_int_eq(fstat(pfd, &pst), 0);
+	ck_assert_int_eq(fstatat(pfd, "a", &ast, 0), 0);
+	fs_init(&fs);
+	fs.root.key.dev = pst.st_dev;
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "p", &pst, false, &d), 0);
+	ck_assert_int_eq(zr_inode_lookup(&fs, d, pfd, "a", &ast, false, &x), 0);
+	/* renamed to b, as zr_op_rename() does it */
+	ck_assert_int_eq(renameat(pfd, "a", pfd, "b"), 0);
+	zr_alias_rename(&fs, x, d, "a", d, zr_alias_new("b"));
+	/* the stale lookup of a: a stat taken before the rename */
+	ck_assert_int_eq(zr_inode_lookup(&fs, d, pfd, "a", &ast, false, &y), -EAGAIN);
+	ck_assert_ptr_null(y);
+	ck_assert_ptr_nonnull(x->aliases);
+	ck_assert_str_eq(x->aliases->name, "b");
+	ck_assert_ptr_null(x->aliases->next);
+	ck_assert_uint_eq(x->nlookup, 1);
+	/* a second name that reaches it is added */
+	ck_assert_int_eq(linkat(pfd, "b", pfd, "c", 0), 0);
+	ck_assert_int_eq(zr_inode_lookup(&fs, d, pfd, "c", &ast, false, &y), 0);
+	ck_assert_ptr_eq(y, x);
+	ck_assert_ptr_nonnull(x->aliases->next);
+	zr_inode_forget(&fs, x, 2);
+	zr_inode_forget(&fs, d, 1);
+	fs_fini(&fs);
+	unlinkat(pfd, "b", 0);
+	unlinkat(pfd, "c", 0);
+	close(pfd);
+	unlinkat(dfd, "p", AT_REMOVEDIR);
+	close(dfd);
+	rmdir(tmp);
 }
 END_TEST
 
@@ -191,6 +286,8 @@ int main(void)
 	tcase_add_test(tc, test_removal_failed);
 	tcase_add_test(tc, test_removal_done);
 	tcase_add_test(tc, test_other_numbers);
+	tcase_add_test(tc, test_type_mismatch);
+	tcase_add_test(tc, test_stale_name);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
