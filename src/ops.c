@@ -183,18 +183,44 @@ static void gone_keep(struct zr_fs *fs, struct zr_inode *ino, const struct stat 
 	__atomic_store_n(&ino->gone_st, g, __ATOMIC_RELEASE);
 }
 
+/* Tries of inode_stat() at a name that reaches another file, and the
+ * pause between them (µs). */
+#define STAT_NAME_TRIES 50
+#define STAT_NAME_PAUSE_US 200
+
+/*
+ * The backing file's attributes of @ino into @st. Through a name (no fd
+ * cached), the name may reach another file for a moment: a rename of it
+ * is under way in another thread (renamed in the backing directory, our
+ * names not yet changed), and the kernel would keep that file's
+ * attributes for the attribute timeout, or, of another kind (an exchange
+ * of a directory and a symlink), take the inode for bad (helper-63). So
+ * the name is looked at again for a while; -ESTALE when it still reaches
+ * another file (replaced behind our back). @return 0 or -errno.
+ */
 static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
+	bool named;
 	int rc;
 
 	if (gone_stat(ino, st))
 		return 0;
-	rc = at_get_fast(fs, ino, &at);
-	if (rc)
-		return rc;
-	rc = at_stat(&at, st);
-	at_put(fs, &at);
+	for (int tries = 1;; tries++) {
+		rc = at_get_fast(fs, ino, &at);
+		if (rc)
+			return rc;
+		rc = at_stat(&at, st);
+		named = at.name[0] != '\0';
+		at_put(fs, &at);
+		if (rc || !named || (st->st_dev == ino->key.dev && st->st_ino == ino->key.ino))
+			break;
+		if (tries == STAT_NAME_TRIES) {
+			rc = -ESTALE;
+			break;
+		}
+		usleep(STAT_NAME_PAUSE_US);
+	}
 	if (rc == 0)
 		zr_data_fix_stat(fs, ino, st);
 	/* the backing .zramfs (the orphan directory's parent) is hidden */
