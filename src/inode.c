@@ -271,10 +271,37 @@ static void orphans_clean(int dfd)
 }
 
 /*
+ * Whether the directory @fd (.zramfs, or the orphan directory in it when
+ * @inner) is the daemon's own: owned by its user, and nobody else may
+ * write in it (nor, for the orphan directory, look in it); one of its own
+ * that others may write or read is made so. A backing directory such as
+ * /tmp's is writable by every user, who could make .zramfs/unlinked
+ * before the daemon does: it would then link files unlinked while open
+ * where that user can keep them, read them (when their mode allows it,
+ * as files in a 0700 directory often do) or remove them, which drops the
+ * data of a file still open (helper-66). @return 0, -EPERM (another
+ * user's, or its mode cannot be changed), or -errno of fstat().
+ */
+static int orphans_owned(int fd, bool inner)
+{
+	mode_t others = inner ? 077 : 022;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_uid != geteuid())
+		return -EPERM;
+	if ((st.st_mode & others) && fchmod(fd, st.st_mode & 07777 & ~others) < 0)
+		return -EPERM;
+	return 0;
+}
+
+/*
  * Open the orphan directory into fs->orphans.fd, emptied of what an earlier
  * daemon left; with @create, make it first. Caller holds orphan_lock, or is
  * zr_fs_init(). @return 0 or -errno (a read-only mount, a backing
- * filesystem that refuses, .zramfs not a directory of ours).
+ * filesystem that refuses, .zramfs not a directory of ours: -EPERM when it
+ * or the orphan directory is another user's, orphans_owned()).
  */
 static int orphans_open(struct zr_fs *fs, bool create)
 {
@@ -289,8 +316,10 @@ static int orphans_open(struct zr_fs *fs, bool create)
 		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (zfd < 0)
 		return -errno;
-	if (create && mkdirat(zfd, ZR_ORPHAN_DIR, 0700) < 0 && errno != EEXIST) {
+	rc = orphans_owned(zfd, false);
+	if (rc == 0 && create && mkdirat(zfd, ZR_ORPHAN_DIR, 0700) < 0 && errno != EEXIST)
 		rc = -errno;
+	if (rc) {
 		close(zfd);
 		return rc;
 	}
@@ -301,6 +330,8 @@ static int orphans_open(struct zr_fs *fs, bool create)
 		return rc;
 	/* a link cannot cross filesystems */
 	rc = fstat(dfd, &st) < 0 ? -errno : st.st_dev != fs->backing_dev ? -EXDEV : 0;
+	if (rc == 0)
+		rc = orphans_owned(dfd, true);
 	if (rc) {
 		close(dfd);
 		return rc;
@@ -351,8 +382,12 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	if (fs->orphans.fd < 0 && !fs->no_orphans) {
 		rc = orphans_open(fs, true);
 		/* out of space, fds or memory may pass; the others stay */
-		if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -EMFILE &&
-		    rc != -ENFILE && rc != -ENOMEM) {
+		if (rc == -EPERM) {
+			fs->no_orphans = true;
+			zr_log(ZR_LOG_WARNING, "%s or %s/%s in the backing directory is another user's, or others may write in it: not used for files unlinked while open, which hold an fd each instead; remove it (after the unmount)",
+			       ZR_CTL_DIRNAME, ZR_CTL_DIRNAME, ZR_ORPHAN_DIR);
+		} else if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -EMFILE &&
+			   rc != -ENFILE && rc != -ENOMEM) {
 			fs->no_orphans = true;
 			zr_log(ZR_LOG_INFO, "no orphan directory %s/%s in the backing directory (%s): an unlinked file that is open holds an fd",
 			       ZR_CTL_DIRNAME, ZR_ORPHAN_DIR, strerror(-rc));
