@@ -94,10 +94,11 @@
  * Locking: park_lock protects leader, lead_gen, the stack of parked
  * threads and watcher; a thread leads while its my_gen equals lead_gen
  * (my_gen is per thread, lead_gen and watcher are also read as atomics
- * without the lock). lead_since (with lead_bulk) is an atomic the leader
- * writes and parking threads read; a thread that has just lost the role
- * clears it only with a compare-and-swap from the value it set (my_since),
- * take_lead() under park_lock; n_bulk a relaxed atomic counter. poll_fd
+ * without the lock). lead_since (with lead_bulk) is written under
+ * park_lock, by the leader only (my_gen == lead_gen) and by take_lead(),
+ * and read under it by parking threads, so that a thread taking the role
+ * acts on a time still current (atomics all the same). n_bulk is a relaxed
+ * atomic counter. poll_fd
  * and n_cpus are set before the session loop starts. spin_lock protects
  * the look at the CPUs (spin_look(); its fields say more).
  */
@@ -156,14 +157,15 @@ static struct zr_parker *park_bottom;	/* park_lock: parked first */
 static struct zr_parker *watcher;	/* park_lock (atomic reads): the parked
 					 * thread that wakes now and then to
 					 * check (the watchdog); NULL none */
-static uint64_t lead_since;	/* atomic (release/acquire): when the leader took
+static uint64_t lead_since;	/* park_lock (atomic too): when the leader took
 				 * the request it serves in its turn (ns); 0
 				 * while it waits for one */
 static unsigned n_cpus = 1;	/* CPUs the daemon may run on; set by zr_session_hook() */
 static unsigned n_bulk;		/* relaxed atomic: threads serving a large READ
 				 * that have not said they wait (my_bulk) */
-static bool lead_bulk;		/* relaxed atomic: the leader's request in its
-				 * turn is a large READ (valid with lead_since) */
+static bool lead_bulk;		/* park_lock (atomic too): the leader's request
+				 * in its turn is a large READ (valid with
+				 * lead_since) */
 static __thread bool my_bulk;	/* this thread counts in n_bulk */
 static __thread uint64_t my_gen;	/* the lead_gen this thread leads in; 0 none */
 static __thread bool in_turn;	/* serving a request in the leader's turn */
@@ -545,6 +547,7 @@ static void step_down(bool wake_all)
 	pthread_mutex_lock(&park_lock);
 	if (my_gen == lead_gen) {
 		leader = false;
+		__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);	/* (our turn's) */
 		if (wake_all) {
 			while (park_top)
 				wake_one();
@@ -883,14 +886,20 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	for (;;) {
 		if (!am_leader())
 			park(fs);
-		/* our turn is over: clear its time, but only ours (a
-		 * thread that took over meanwhile may have set its own, and
-		 * cleared, it would leave that thread unwatched; helper-57) */
+		/* our turn is over: clear its time, but only while we
+		 * lead (a thread that took over meanwhile may have set its
+		 * own, and cleared, it would leave that thread unwatched;
+		 * helper-57). Under park_lock, which a thread taking the
+		 * role holds from its look at lead_since to take_lead(): a
+		 * clear made without it let a watchdog act on the time of
+		 * a request already served, take the role from a leader on
+		 * its way to read(2), and then see its own turn's time
+		 * cleared by that thread (helper-65) */
 		if (my_since) {
-			uint64_t mine = my_since;
-
-			__atomic_compare_exchange_n(&lead_since, &mine, 0, false,
-						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			pthread_mutex_lock(&park_lock);
+			if (my_gen == lead_gen)
+				__atomic_store_n(&lead_since, 0, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&park_lock);
 			my_since = 0;
 		}
 		n = lead_read(fs, buf, len);
@@ -911,20 +920,18 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 		step_down(false);
 		return n;
 	}
-	/* serve it in our turn, watched */
-	__atomic_store_n(&lead_bulk, bulk, __ATOMIC_RELAXED);
-	__atomic_store_n(&lead_since, now, __ATOMIC_RELEASE);
-	my_since = now;
-	if (!am_leader()) {
-		/* taken over meanwhile: take our time back, unless the new
-		 * leader has set its own */
-		uint64_t mine = now;
-
-		__atomic_compare_exchange_n(&lead_since, &mine, 0, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-		my_since = 0;
-		return n;
+	/* serve it in our turn, watched; published under park_lock, and
+	 * only while we lead (a thread taken over meanwhile serves it
+	 * outside any turn) */
+	pthread_mutex_lock(&park_lock);
+	if (my_gen == lead_gen) {
+		__atomic_store_n(&lead_bulk, bulk, __ATOMIC_RELAXED);
+		__atomic_store_n(&lead_since, now, __ATOMIC_RELEASE);
+		my_since = now;
 	}
+	pthread_mutex_unlock(&park_lock);
+	if (!my_since)
+		return n;
 	__atomic_add_fetch(&n_leads, 1, __ATOMIC_RELAXED);
 	in_turn = true;
 	need_watchdog();
