@@ -312,7 +312,7 @@ static int zr_options_check(struct parse_ctx *pc)
 	if (o->size_str) {
 		rc = zr_parse_size(o->size_str, zr_ram_bytes(), &v);
 		if (rc || v < 1024 * 1024)
-			return bad(pc, "invalid value '%s' for size: expected bytes with an optional k/m/g/t suffix or N%% of RAM (1..100), at least 1m%s",
+			return bad(pc, "invalid value '%s' for size: expected bytes with an optional k/m/g/t suffix or a percentage (up to 100%%) of RAM or of the memory cgroup's limit, at least 1m%s",
 				   o->size_str, "");
 		c->budget = v;
 	}
@@ -371,7 +371,7 @@ static int zr_options_check(struct parse_ctx *pc)
 		return bad(pc, "invalid value '%s' for dirty_expire: expected a duration like 30s, 500ms, 2m (a bare number is seconds)%s",
 			   o->dirty_expire_str, "");
 	if (o->seq_cutoff_str && zr_parse_size(o->seq_cutoff_str, 0, &o->seq_cutoff))
-		return bad(pc, "invalid value '%s' for seq_cutoff: expected bytes with an optional k/m/g suffix (0 disables)%s",
+		return bad(pc, "invalid value '%s' for seq_cutoff: expected bytes with an optional k/m/g/t suffix (0 disables)%s",
 			   o->seq_cutoff_str, "");
 	if (o->cache_str) {
 		static const struct word w[] = {
@@ -568,7 +568,8 @@ void zr_options_help(const char *prog)
 	       "\n"
 	       "zramfs options (default, unit):\n"
 	       "    -o size=SIZE           RAM budget of the compressed tier: bytes with k/m/g/t\n"
-	       "                           suffix, or N%% of RAM (default 25%%)\n"
+	       "                           suffix, or N%% of RAM or of the memory cgroup's limit\n"
+	       "                           when lower (default 25%%)\n"
 	       "    -o comp=CODEC          codec of hot blocks: lz4|lz4hc|zstd|none (lz4)\n"
 	       "    -o comp_level=N        level of comp (lz4 0 = acceleration 1, lz4hc 9, zstd 3)\n"
 	       "    -o cold_comp=CODEC     codec cold blocks are recompressed with (zstd)\n"
@@ -577,7 +578,8 @@ void zr_options_help(const char *prog)
 	       "    -o min_saving=N        bytes (or N%% of a block) a block must save to be kept\n"
 	       "                           compressed, else it is stored raw (block/8)\n"
 	       "    -o policy=P            what leaves RAM first: adaptive|lru (adaptive)\n"
-	       "    -o dirty_expire=TIME   age after which dirty data is written back: ms/s/m (30s)\n"
+	       "    -o dirty_expire=TIME   age after which dirty data is written back: ms/s/m/h\n"
+	       "                           (30s)\n"
 	       "    -o seq_cutoff=SIZE     sequential streams longer than this bypass the tier,\n"
 	       "                           0 disables (4m)\n"
 	       "    -o stream_direct=on|off  on: a stream the tier keeps no copy of goes to the\n"
@@ -591,8 +593,9 @@ void zr_options_help(const char *prog)
 	       "    -o read_ahead=SIZE     kernel read-ahead window of the mount, 4k..64m, a\n"
 	       "                           multiple of 4k; 0 keeps the kernel's default of 128k;\n"
 	       "                           needs root (1m)\n"
-	       "    -o max_read=SIZE       largest read request the kernel sends, 4k..1m: a\n"
-	       "                           read-ahead window comes in several, served at once (512k)\n"
+	       "    -o max_read=SIZE       largest read request the kernel sends, 4k..1m, a\n"
+	       "                           multiple of 4k: a read-ahead window comes in several,\n"
+	       "                           served at once (512k)\n"
 	       "    -o cpu_latency=US|off  during bursts of requests (and 0.5 s after), keep idle\n"
 	       "                           CPUs in states that wake within US microseconds (PM\n"
 	       "                           QoS, /dev/cpu_dma_latency; 0 = poll); needs root (0)\n"
