@@ -216,7 +216,8 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "high_wm %u\n", c->high_wm);
 	fprintf(f, "low_wm %u\n", c->low_wm);
 	fprintf(f, "max_fds %u\n", o->max_fds);
-	fprintf(f, "read_ahead %llu\n", (unsigned long long)o->read_ahead);
+	fprintf(f, "read_ahead %llu\n",	/* (0 once it could not be set) */
+		(unsigned long long)__atomic_load_n(&o->read_ahead, __ATOMIC_RELAXED));
 	fprintf(f, "max_read %u\n", (unsigned)o->max_read);
 	if (o->cpu_latency < 0)
 		fprintf(f, "cpu_latency off\n");

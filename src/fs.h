@@ -61,7 +61,9 @@ struct zr_options {
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
 	enum zr_cache_mode cache;
 	unsigned max_fds;		/* size of the fd cache */
-	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its default */
+	uint64_t read_ahead;		/* kernel read-ahead of the mount, bytes; 0 = its
+					 * default (relaxed atomic: set to 0 when it
+					 * cannot be written, session.c) */
 	uint32_t max_read;		/* largest READ the kernel sends, bytes */
 	int cpu_latency;		/* µs asked of PM QoS while busy; -1 = off */
 	unsigned busy_poll;		/* µs a thread polls /dev/fuse while busy; 0 = off */

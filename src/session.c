@@ -1066,7 +1066,8 @@ bool zr_session_drained(struct zr_fs *fs)
  * INIT, and it applies that cap when it handles our INIT reply, so this is
  * done just after. Sequential cold reads of large files then arrive as
  * 1 MiB requests that two daemon threads decompress in parallel. Writing
- * sysfs needs root; without it the kernel's default stays (not an error).
+ * sysfs needs root; without it the kernel's default stays (not an error),
+ * and the option reads 0 from then on.
  */
 static void set_read_ahead(struct zr_fs *fs)
 {
@@ -1079,8 +1080,13 @@ static void set_read_ahead(struct zr_fs *fs)
 	n = snprintf(val, sizeof(val), "%llu\n",
 		     (unsigned long long)(fs->opt->read_ahead / 1024));
 	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, val, (size_t)n) != n)
-		zr_log(ZR_LOG_DEBUG, "read_ahead: cannot write %s: %s", path, strerror(errno));
+	if (fd < 0 || write(fd, val, (size_t)n) != n) {
+		/* the config file shows what is in effect: the kernel's
+		 * default (helper-66) */
+		zr_log(ZR_LOG_INFO, "read_ahead: cannot write %s (%s): the kernel's default window stays",
+		       path, strerror(errno));
+		__atomic_store_n(&fs->opt->read_ahead, 0, __ATOMIC_RELAXED);
+	}
 	if (fd >= 0)
 		close(fd);
 }

@@ -56,6 +56,15 @@ chown -R "$U:$G" "$D"
 
 ZRAMFS=$ZR_TMP/as_user_zramfs zr_mount "max_fds=16,dirty_expire=1h,seq_cutoff=0" "$D/back" "$D/mnt"
 [ "$(stat -c %u "/proc/$ZR_PID")" != 0 ] || fail "the daemon runs as root"
+# the read-ahead window cannot be set without root: the config says what
+# is in effect, the kernel's default (it said 1m; helper-66)
+# (the daemon tries just after its INIT reply: a request may come first)
+for i in $(seq 20); do
+	ra=$(as_user awk '$1 == "read_ahead" { print $2 }' "$D/mnt/.zramfs/config")
+	[ "$ra" != 0 ] || break
+	sleep 0.1
+done
+[ "$ra" = 0 ] || fail "config shows read_ahead '$ra' in a daemon that cannot set it, not 0"
 say "$N files made read-only as git and install do, through the mount, by $U"
 as_user /usr/bin/python3 - "$D/src" "$D/mnt" "$N" <<'PY' || fail "writing the files as $U failed"
 import os, shutil, sys
