@@ -181,8 +181,14 @@ static int lock_backing(int root_fd, const char *backing)
 	bool named = false;
 
 	for (int i = 0; i < 100; i++) {
-		if (flock(root_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+		if (flock(root_fd, LOCK_EX | LOCK_NB) == 0)
 			return 0;
+		if (errno != EWOULDBLOCK) {
+			/* (helper-66: this went on without a word) */
+			fprintf(stderr, "zramfs: cannot lock the backing directory '%s' (%s): nothing keeps a second zramfs daemon off it\n",
+				backing, strerror(errno));
+			return 0;
+		}
 		if (i == 0) {
 			named = mounted_from(backing, mnt, sizeof(mnt));
 			if (named)
@@ -639,7 +645,7 @@ int main(int argc, char *argv[])
 	rc = lock_backing(root_fd, opt.backing_real);
 	if (rc) {
 		if (rc == -EBUSY)
-			fprintf(stderr, "zramfs: backing directory '%s' is in use by another zramfs daemon (mounted elsewhere, or still writing back after an unmount: see its log)\n",
+			fprintf(stderr, "zramfs: backing directory '%s' is locked: by another zramfs daemon (mounted elsewhere, or still writing back after an unmount: see its log), or by another process holding a flock(2) on it (lslocks shows which)\n",
 				opt.backing);
 		goto out_fd;
 	}

@@ -85,7 +85,7 @@ grep -q "dirty blocks are kept in RAM" "$ZR_LOG" ||
 # a new mount of the same backing directory meanwhile would have its data
 # overwritten by the old daemon's blocks: refused (after waiting 10 s)
 OLD_PID=$ZR_PID
-zr_expect_err "in use by another zramfs daemon" timeout 30 "$ZRAMFS" -f "$FB" "$M"
+zr_expect_err "locked: by another zramfs daemon" timeout 30 "$ZRAMFS" -f "$FB" "$M"
 zr_is_mounted "$M" && fail "mounted over a backing directory whose daemon is still writing back"
 mount -o remount,size=128m "$FB" || fail "cannot enlarge the tmpfs"
 # (its next attempt would be 63 s after the unmount, past this wait)
