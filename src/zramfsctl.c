@@ -884,6 +884,19 @@ static int fusermount_unmount(const char *mnt, bool lazy)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* do_umount(): @mnt refused us its control file, or the mount itself. */
+static void no_entry(const char *mnt)
+{
+	if (geteuid() == 0)
+		/* FUSE lets no other user in, root included, without
+		 * allow_other or allow_root */
+		fprintf(stderr, "zramfsctl: %s: not unmounted: the mount lets in only the user who mounted it (no allow_other or allow_root): run this as that user, or unmount with --lazy (what the daemon holds is then written back after the unmount, while nothing waits for it)\n",
+			mnt);
+	else
+		fprintf(stderr, "zramfsctl: %s: not unmounted: only its owner or root may write it back and unmount it\n",
+			mnt);
+}
+
 /*
  * Unmount @mnt and wait until its daemon has exited, so that everything is
  * in the backing directory when we return: umount(2) of a FUSE mount returns
@@ -918,7 +931,13 @@ static int do_umount(const char *arg, bool lazy)
 	}
 	path = ctl_path(m.mnt, "stats");
 	opt_timeout_ms = 0;	/* as long as the commands below may wait */
-	if (read_kv(path, &stats) == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
+	e = -read_kv(path, &stats);
+	if ((e == EACCES || e == EPERM) && !lazy) {
+		free(path);
+		no_entry(m.mnt);
+		goto out;
+	}
+	if (e == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 	if (pidfd < 0 && !lazy)	/* (an older daemon gives no pid; a dead mount) */
 		fprintf(stderr, "zramfsctl: %s: the daemon's pid is not known: not waiting for it to exit\n",
@@ -934,8 +953,7 @@ static int do_umount(const char *arg, bool lazy)
 		e = -send_command(m.mnt, "writeback all");
 		if (e) {
 			if (e == EACCES || e == EPERM)
-				fprintf(stderr, "zramfsctl: %s: not unmounted: only its owner or root may write it back and unmount it\n",
-					m.mnt);
+				no_entry(m.mnt);
 			else
 				fprintf(stderr, "zramfsctl: %s: not unmounted: its dirty data stays in RAM until it can be written back\n",
 					m.mnt);
@@ -944,8 +962,14 @@ static int do_umount(const char *arg, bool lazy)
 	}
 	if (umount2(m.mnt, lazy ? MNT_DETACH : 0) < 0) {
 		e = errno;
-		if (e != EPERM || geteuid() == 0 || fusermount_unmount(m.mnt, lazy) < 0) {
+		if (e != EPERM || geteuid() == 0) {
 			fprintf(stderr, "zramfsctl: cannot unmount %s: %s\n", m.mnt, strerror(e));
+			goto out;
+		}
+		if (fusermount_unmount(m.mnt, lazy) < 0) {
+			/* (its own message says why; umount2's EPERM only
+			 * said that we are not root: helper-66) */
+			fprintf(stderr, "zramfsctl: cannot unmount %s: fusermount3 failed\n", m.mnt);
 			goto out;
 		}
 	}

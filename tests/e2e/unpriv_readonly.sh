@@ -14,6 +14,9 @@
 # cached: one appended to, one truncated by name (no open, so the fd stayed
 # read-only and the truncate failed with EINVAL). With cache=none, a writer
 # whose file was made 0444 while open, its fd reopened read-only, goes on.
+# Its config shows read_ahead 0: the window needs root to be set. Root's
+# zramfsctl umount of that mount (without allow_other) says that only its
+# user may, and unmounts nothing.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "runs the daemon as an unprivileged user"
@@ -115,6 +118,11 @@ as_user sh -c "echo 'writeback all' >'$D/mnt/.zramfs/control'" ||
 	fail "'writeback all' failed: $(stats | grep -E '^(writeback_errors|blocks_dirty) ' | tr '\n' ' ')"
 e=$(stats | awk '$1 == "writeback_errors" { print $2 }')
 [ "$e" = 0 ] || fail "writeback_errors is $e"
+# root cannot reach a mount made without allow_other: zramfsctl says so,
+# and unmounts nothing (helper-66: it told root that only the owner or
+# root may)
+zr_expect_err "lets in only the user who mounted it" "$ZRAMFSCTL" umount "$D/mnt"
+zr_is_mounted "$D/mnt" || fail "zramfsctl umount by root unmounted it without its writeback"
 # (zramfsctl umount as that user: through fusermount3, which it runs
 # when umount(2) says EPERM; it returns once the daemon has exited)
 as_user "$D/zramfsctl" umount "$D/mnt" || fail "zramfsctl umount as $U failed"
