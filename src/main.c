@@ -217,6 +217,36 @@ static bool inside_backing(const char *backing, const char *mnt)
 }
 
 /*
+ * A zramfs mounted from a directory above or below the canonical @backing
+ * (not from @backing itself: lock_backing() waits for that one), into
+ * @src and its mount point into @mnt. Two daemons would each cache and
+ * write back the files of the tree they share, over each other's data;
+ * the lock on the backing directory does not see it (helper-66). A
+ * daemon still writing back after its unmount is not listed, and is not
+ * found. @return whether there is one.
+ */
+static bool overlapping_mount(const char *backing, char *src, size_t srclen,
+			      char *mnt, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	struct mount_line m;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && next_mount(f, &m)) {
+		found = strcmp(m.type, "fuse.zramfs") == 0 && m.src[0] == '/' &&
+			(inside_backing(backing, m.src) || inside_backing(m.src, backing));
+		if (found) {
+			snprintf(src, srclen, "%s", m.src);
+			snprintf(mnt, len, "%s", m.mp);
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/*
  * Whether the topmost mount on mount_path is still this daemon's (its
  * MAJ:MIN, recorded at mount in the_fs.bdi): not once it is detached (by
  * us, lazily when in use, or by umount -l: nothing is listed there then),
@@ -641,6 +671,15 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "zramfs: mount point '%s' is inside the backing directory '%s': the daemon would reach its own mount through it (mount elsewhere, or over the backing directory itself: zramfs DIR)\n",
 			real_mnt, opt.backing);
 		goto out_fd;
+	}
+	{
+		char osrc[PATH_MAX], omnt[PATH_MAX];
+
+		if (overlapping_mount(opt.backing_real, osrc, sizeof(osrc), omnt, sizeof(omnt))) {
+			fprintf(stderr, "zramfs: backing directory '%s' overlaps '%s', the backing directory of the zramfs mounted on '%s': two daemons would each cache and write back the files they share (unmount it first, or use directories that do not contain each other)\n",
+				opt.backing, osrc, omnt);
+			goto out_fd;
+		}
 	}
 	rc = lock_backing(root_fd, opt.backing_real);
 	if (rc) {

@@ -169,6 +169,14 @@ echo still >"$ZR_MNT/alive" || fail "the first mount stopped working"
 # mount (the message spoke of a previous mount only)
 mkdir -p "$ZR_TMP/m2"
 refused "in use by the zramfs mounted on '$M'" "$B" "$ZR_TMP/m2"
+# a directory below it, or above it: two daemons would cache and write
+# back the files they share (both mounted before; helper-66)
+mkdir -p "$B/sub"
+refused "overlaps '$B'&'$M'" "$B/sub" "$ZR_TMP/m2"
+OUT=$(mktemp -d /tmp/zr-e2e-bad_options-out.XXXXXX)
+ZR_ATEXIT+=("rmdir $OUT")
+refused "overlaps '$B'&'$M'" "$ZR_TMP" "$OUT"
+rmdir "$B/sub"
 # mount -o remount,size=1G runs the helper with remount among the options:
 # it must point to zramfsctl set, not say the mount point is in use
 refused "remount&zramfsctl set" -o remount,size=1G "$B" "$M"
