@@ -2003,18 +2003,26 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 /**
  * zr_data_truncate() - set the size of @ino to @size: the backing file is
  * truncated at once, blocks past the end are dropped and the tail of the
- * last block is zeroed. @fd may be -1 (taken from the cache).
+ * last block is zeroed. @fd may be -1 (taken from the cache). @open_trunc:
+ * an open with O_TRUNC, which marks the mtime even when the size does not
+ * change (POSIX); a SETATTR changes nothing then. With the writeback cache
+ * the kernel keeps a regular file's mtime itself and sends it with a
+ * truncate that changes the size, not with one that does not: ours, and
+ * the backing file's, which ftruncate(2) moves on ext4 even so, then read
+ * another time than the mount showed, once remounted (helper-67).
  * @return 0 or -errno; with an error the file reads as it was, its size
  * included (when the pool refused the last block, the backing file may
  * hold that block's part before @size already: the file's data, within
  * its size, as a writeback would have put there). A last block that is
  * corrupt in the tier stays so (EIO), its bytes past @size too.
  */
-int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size)
+int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size,
+		     bool open_trunc)
 {
 	uint64_t bs = fs->bs, idx = size / bs;
-	bool own = fd < 0, tail = false, head_out = false;
+	bool own = fd < 0, tail = false, head_out = false, same;
 	struct zr_prepared p = { 0 };	/* (holds nothing) */
+	struct stat st;
 	char *blk;
 	int rc = 0;
 
@@ -2038,6 +2046,11 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	pthread_rwlock_wrlock(&ino->lock);
 	if (ino->blocks)
 		zr_file_io_lock(ino->blocks);
+	/* the same size: nothing to drop or zero, and the backing file is
+	 * left alone unless it is longer (it never should be) */
+	same = size == load_size(ino) && fstat(fd, &st) == 0 && (uint64_t)st.st_size <= size;
+	if (same)
+		goto done;
 	/*
 	 * A shrink leaves the last block with bytes past the end, which must
 	 * read as zeros when the file grows again. Its zeroed copy is made
@@ -2084,10 +2097,12 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 	 * in between would write it to the old size */
 	if (rc == 0)
 		store_size(ino, size);
+done:
 	if (ino->blocks)
 		zr_file_io_unlock(ino->blocks);
-	data_changed(ino);
-	if (rc == 0)
+	if (!same)
+		data_changed(ino);
+	if (rc == 0 && (!same || open_trunc))
 		touch_data(fs, ino, fd, true);
 	pthread_rwlock_unlock(&ino->lock);
 	if (own)

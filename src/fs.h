@@ -501,7 +501,8 @@ int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
 bool zr_data_may_expire_cb(void *ctx, void *owner);
 uint64_t zr_data_space_cb(void *ctx, void *owner);
-int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size);
+int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size,
+		     bool open_trunc);
 int zr_data_syncfs(struct zr_fs *fs, const char *who);
 int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
 int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);

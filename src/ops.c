@@ -654,7 +654,7 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			rc = S_ISDIR(in->type) ? -EISDIR : -EINVAL;
 			goto out_at;
 		}
-		rc = zr_data_truncate(fs, in, -1, (uint64_t)attr->st_size);
+		rc = zr_data_truncate(fs, in, -1, (uint64_t)attr->st_size, false);
 		if (rc)
 			goto out_at;
 	}
@@ -1443,7 +1443,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			rc = zr_data_attach(fs, in, fd, false);
 		/* libfuse asks for atomic O_TRUNC: the kernel sends no truncate */
 		if (rc == 0 && (fi->flags & O_TRUNC) && S_ISREG(in->type))
-			rc = zr_data_truncate(fs, in, fd, 0);
+			rc = zr_data_truncate(fs, in, fd, 0, true);
 		zr_fd_put(fs, in);
 	}
 	if (rc) {
@@ -1534,7 +1534,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	} else {
 		rc = zr_data_attach(fs, in, fd, created);
 		if (rc == 0 && (fi->flags & O_TRUNC))
-			rc = zr_data_truncate(fs, in, fd, 0);
+			rc = zr_data_truncate(fs, in, fd, 0, true);
 		zr_fd_put(fs, in);
 	}
 	if (rc) {
