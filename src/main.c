@@ -139,12 +139,29 @@ static bool is_zramfs_mount(const char *path)
 	       strcmp(type, "fuse.zramfs") == 0;
 }
 
+/* Whether the canonical path @mnt lies inside the directory whose
+ * canonical path is @backing. */
+static bool inside_backing(const char *backing, const char *mnt)
+{
+	size_t n = strlen(backing);
+
+	if (n == 1)
+		return mnt[1] != '\0';	/* the backing directory is / */
+	return strncmp(mnt, backing, n) == 0 && mnt[n] == '/';
+}
+
 /*
- * The mount point of a zramfs mounted from the backing directory whose
- * canonical path is @backing (its fsname, which mountinfo shows as its
- * source), into @mnt. @return whether there is one.
+ * A zramfs mounted from the canonical @backing (its fsname, which mountinfo
+ * shows as its source), or with @nested from a directory above or below it
+ * (not @backing itself): its source into @src when not NULL, its mount
+ * point into @mnt. Two daemons on nested trees would each cache and write
+ * back the files they share, over each other's data, and the lock on the
+ * backing directory does not see it (helper-66); a daemon still writing
+ * back after its unmount is not listed, and is not found. @return whether
+ * there is one.
  */
-static bool mounted_from(const char *backing, char *mnt, size_t len)
+static bool zramfs_mounted_from(const char *backing, bool nested, char *src, size_t srclen,
+				char *mnt, size_t len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "r");
 	struct mount_line m;
@@ -153,7 +170,13 @@ static bool mounted_from(const char *backing, char *mnt, size_t len)
 	if (!f)
 		return false;
 	while (!found && next_mount(f, &m)) {
-		found = strcmp(m.type, "fuse.zramfs") == 0 && strcmp(m.src, backing) == 0;
+		if (strcmp(m.type, "fuse.zramfs") != 0)
+			continue;
+		found = nested ? m.src[0] == '/' && (inside_backing(backing, m.src) ||
+						     inside_backing(m.src, backing))
+			       : strcmp(m.src, backing) == 0;
+		if (found && src)
+			snprintf(src, srclen, "%s", m.src);
 		if (found)
 			snprintf(mnt, len, "%s", m.mp);
 	}
@@ -190,7 +213,7 @@ static int lock_backing(int root_fd, const char *backing)
 			return 0;
 		}
 		if (i == 0) {
-			named = mounted_from(backing, mnt, sizeof(mnt));
+			named = zramfs_mounted_from(backing, false, NULL, 0, mnt, sizeof(mnt));
 			if (named)
 				fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s': waiting 10 s for it to go\n",
 					backing, mnt);
@@ -203,47 +226,6 @@ static int lock_backing(int root_fd, const char *backing)
 		fprintf(stderr, "zramfs: backing directory '%s' is in use by the zramfs mounted on '%s' (unmount it first)\n",
 			backing, mnt);
 	return named ? -EEXIST : -EBUSY;
-}
-
-/* Whether the canonical path @mnt lies inside the directory whose
- * canonical path is @backing. */
-static bool inside_backing(const char *backing, const char *mnt)
-{
-	size_t n = strlen(backing);
-
-	if (n == 1)
-		return mnt[1] != '\0';	/* the backing directory is / */
-	return strncmp(mnt, backing, n) == 0 && mnt[n] == '/';
-}
-
-/*
- * A zramfs mounted from a directory above or below the canonical @backing
- * (not from @backing itself: lock_backing() waits for that one), into
- * @src and its mount point into @mnt. Two daemons would each cache and
- * write back the files of the tree they share, over each other's data;
- * the lock on the backing directory does not see it (helper-66). A
- * daemon still writing back after its unmount is not listed, and is not
- * found. @return whether there is one.
- */
-static bool overlapping_mount(const char *backing, char *src, size_t srclen,
-			      char *mnt, size_t len)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	struct mount_line m;
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && next_mount(f, &m)) {
-		found = strcmp(m.type, "fuse.zramfs") == 0 && m.src[0] == '/' &&
-			(inside_backing(backing, m.src) || inside_backing(m.src, backing));
-		if (found) {
-			snprintf(src, srclen, "%s", m.src);
-			snprintf(mnt, len, "%s", m.mp);
-		}
-	}
-	fclose(f);
-	return found;
 }
 
 /*
@@ -675,7 +657,8 @@ int main(int argc, char *argv[])
 	{
 		char osrc[PATH_MAX], omnt[PATH_MAX];
 
-		if (overlapping_mount(opt.backing_real, osrc, sizeof(osrc), omnt, sizeof(omnt))) {
+		if (zramfs_mounted_from(opt.backing_real, true, osrc, sizeof(osrc),
+					omnt, sizeof(omnt))) {
 			fprintf(stderr, "zramfs: backing directory '%s' overlaps '%s', the backing directory of the zramfs mounted on '%s': two daemons would each cache and write back the files they share (unmount it first, or use directories that do not contain each other)\n",
 				opt.backing, osrc, omnt);
 			goto out_fd;
