@@ -456,6 +456,7 @@ void zr_inode_unref(struct zr_fs *fs, struct zr_inode *ino);
 int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd, const char *name,
 		    const struct stat *st, bool confirmed, struct zr_inode **out);
 void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n);
+bool zr_name_reaches(int dirfd, const char *name, const struct zr_inode_key *key);
 struct zr_alias *zr_alias_new(const char *name);
 void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
 		     const char *oldname, struct zr_inode *newp, struct zr_alias *fresh);

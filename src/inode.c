@@ -1062,6 +1062,15 @@ int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent
 	return rc;
 }
 
+/* Whether (@dirfd, @name), not followed, is the file @key names now. */
+bool zr_name_reaches(int dirfd, const char *name, const struct zr_inode_key *key)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       st.st_dev == key->dev && st.st_ino == key->ino;
+}
+
 /*
  * zr_alias_add() for a lookup of (@pfd, @name), whose stat found @ino: a
  * name @ino has not got yet, while it has others, is checked to still
@@ -1077,15 +1086,13 @@ int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent
 static int alias_add_looked_up(struct zr_fs *fs, struct zr_inode *ino,
 			       struct zr_inode *parent, int pfd, const char *name)
 {
-	struct stat now;
 	int rc = 0;
 
 	if (ino == &fs->root)
 		return 0;
 	pthread_rwlock_wrlock(&fs->ns_lock);
 	if (pfd >= 0 && ino->aliases && !alias_has(ino, parent, name) &&
-	    (fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 ||
-	     now.st_dev != ino->key.dev || now.st_ino != ino->key.ino))
+	    !zr_name_reaches(pfd, name, &ino->key))
 		rc = -EAGAIN;
 	if (rc == 0)
 		rc = alias_add_locked(fs, ino, parent, name);

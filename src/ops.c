@@ -267,19 +267,6 @@ static int inode_lookup_stat(struct zr_fs *fs, struct zr_inode *parent, int pfd,
 }
 
 /*
- * Whether (@pfd, @name) is still the file @st describes (same number), for
- * a lookup about to take a file of that number for removed: its stat may be
- * stale (inode_lookup_stat()).
- */
-static bool name_still(int pfd, const char *name, const struct stat *st)
-{
-	struct stat now;
-
-	return fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       now.st_dev == st->st_dev && now.st_ino == st->st_ino;
-}
-
-/*
  * Look @name up in @parent (whose fd is @pfd) and fill @e, taking a lookup
  * reference. @known: the entry's stat when the caller has just taken it,
  * else NULL. @return 0 or -errno.
@@ -299,7 +286,7 @@ again:
 	if (rc)
 		return rc;
 	if (S_ISREG(st.st_mode) && !zr_inode_same_file(ino, pfd, name, 0)) {
-		if (!name_still(pfd, name, &st)) {
+		if (!zr_name_reaches(pfd, name, &ino->key)) {
 			/* the name is another file now (a removal and a
 			 * create raced with this lookup, which the kernel
 			 * may send without the directory's lock): @ino may
@@ -1345,14 +1332,11 @@ static void zr_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	rc = linkat(at.dirfd, at.name, nfd, newname,
 		    at.name[0] ? 0 : AT_EMPTY_PATH) < 0 ? -errno : 0;
 	if (rc == 0) {
-		struct stat st;
-
 		rc = do_lookup(fs, np, nfd, newname, &e);
 		/* (out of memory) the link fails: the name it made goes, if
 		 * it still holds the file, rather than stay unknown to the
 		 * kernel and to us */
-		if (rc && fstatat(nfd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    st.st_dev == in->key.dev && st.st_ino == in->key.ino)
+		if (rc && zr_name_reaches(nfd, newname, &in->key))
 			(void)unlinkat(nfd, newname, 0);
 	}
 	zr_fd_put(fs, np);
