@@ -186,7 +186,7 @@ static bool zramfs_mounted_from(const char *backing, bool nested, char *src, siz
 
 /*
  * One daemon per backing directory: an flock(2) on it, held for the
- * daemon's life (the fd is inherited across fuse_daemonize()). A daemon
+ * daemon's life (the fd is inherited across daemon_fork()). A daemon
  * still writing back after an unmount (final_writeback()) would otherwise
  * write its old blocks over what a new mount of the same directory wrote.
  * A previous daemon is given 10 s to finish. When a zramfs is still
@@ -561,6 +561,81 @@ static void lower_oom_score(void)
 	close(fd);
 }
 
+/*
+ * Going to the background in two steps, so that the command that mounted
+ * exits with the outcome of the whole start (helper-66: fuse_daemonize()
+ * let it exit 0 before the writeback thread was started, and a failure
+ * there unmounted behind a "successful" mount). The threads must be
+ * started in the child, after the fork.
+ *
+ * daemon_fork(): in the background case, fork; the parent waits for the
+ * child's word and exits 0 when it says ready, 1 when it dies first (it
+ * has unmounted by then: the pipe closes at its exit). The child starts a
+ * session of its own. @return 0 (in the child, or in the foreground), or
+ * a negative errno (nothing forked).
+ *
+ * daemon_ready(): the start is over: tell the parent, and leave the
+ * terminal (stdin, stdout, stderr to /dev/null) when in the background.
+ *
+ * ready_fd: the pipe's write end in the child, -1 otherwise (the main
+ * thread's only).
+ */
+static int ready_fd = -1;
+
+static int daemon_fork(bool foreground)
+{
+	int p[2], e;
+	char word = 1;
+	pid_t pid;
+
+	if (chdir("/") < 0)
+		zr_log(ZR_LOG_DEBUG, "chdir /: %s", strerror(errno));
+	if (foreground)
+		return 0;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		e = errno;
+		close(p[0]);
+		close(p[1]);
+		return -e;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		while (read(p[0], &word, 1) < 0 && errno == EINTR)
+			;
+		_exit(word == 0 ? 0 : 1);	/* (no atexit: the child owns it all) */
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	if (setsid() < 0)
+		zr_log(ZR_LOG_WARNING, "setsid: %s", strerror(errno));
+	return 0;
+}
+
+static void daemon_ready(void)
+{
+	const char word = 0;
+	int null;
+
+	if (ready_fd < 0)
+		return;
+	null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	if (write(ready_fd, &word, 1) != 1)
+		zr_log(ZR_LOG_WARNING, "cannot tell the mount command that the start is over: %s",
+		       strerror(errno));
+	close(ready_fd);
+	ready_fd = -1;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -777,13 +852,17 @@ int main(int argc, char *argv[])
 		the_fs.bdi[0] = '\0';
 	if (zr_session_hook(&the_fs) != 0)
 		zr_log(ZR_LOG_WARNING, "cannot hook the session: small writes will be slow");
-	if (fuse_daemonize(opt.foreground) != 0)
+	rc = daemon_fork(opt.foreground);
+	if (rc) {
+		fprintf(stderr, "zramfs: cannot go to the background: %s\n", strerror(-rc));
 		goto out_unmount;
-	if (!opt.foreground)
-		zr_log_use_syslog("zramfs");
+	}
 	loop_tid = pthread_self();	/* (before a signal may need it) */
-	if (pthread_create(&sig_tid, NULL, signal_thread, &sigs) != 0)
+	rc = pthread_create(&sig_tid, NULL, signal_thread, &sigs);
+	if (rc) {
+		zr_log(ZR_LOG_ERR, "cannot start the signal thread: %s", strerror(rc));
 		goto out_unmount;
+	}
 	pthread_setname_np(sig_tid, "zramfs-signal");
 	pthread_detach(sig_tid);
 	rc = zr_wb_start(&the_fs);
@@ -796,6 +875,10 @@ int main(int argc, char *argv[])
 		zr_log(ZR_LOG_ERR, "cannot start the CPU latency thread: %s", strerror(-rc));
 		goto out_unmount;
 	}
+
+	daemon_ready();
+	if (!opt.foreground)
+		zr_log_use_syslog("zramfs");
 
 	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
 	if (opt.singlethread) {

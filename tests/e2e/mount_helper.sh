@@ -3,7 +3,8 @@
 # mount_helper: `mount -t fuse.zramfs` and an /etc/fstab-style line work
 # through mount.fuse3 (which starts the daemon in the background); options
 # reach the daemon, a bad one is refused with nothing mounted, and after
-# umount the daemon is gone and the data is in the backing directory.
+# umount the daemon is gone and the data is in the backing directory. A start
+# that fails after the daemon went to the background fails the command.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "mounts through mount.fuse3"
@@ -74,3 +75,22 @@ fi
 grep -q "size" "$ZR_TMP/err" || fail "message does not name the option: $(cat "$ZR_TMP/err")"
 ! zr_is_mounted "$M" || fail "something is mounted after a refused mount"
 gone || fail "a daemon is left after a refused mount"
+
+# helper-66: a start that fails after the daemon went to the background
+# (here no thread can start, through zr_fault.so) is the exit status of the
+# mount: before, zramfs exited 0 at the fork and the daemon unmounted behind
+# it, so that a script went on writing into the mount point's own directory.
+say "a failure after the fork: the mount fails, nothing is left mounted"
+FAULT=$(zr_helper zr_fault.so)
+rc=0
+ZR_FAULT_THREAD_LEADER=1 LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
+	"$ZRAMFS" "$B" "$M" 2>"$ZR_TMP/err" || rc=$?
+if [ "$rc" = 0 ]; then
+	zr_is_mounted "$M" && umount "$M"
+	fail "zramfs exited 0 though its start failed after the fork"
+fi
+grep -q "cannot start the signal thread" "$ZR_TMP/err" ||
+	fail "the reason does not reach the terminal: $(cat "$ZR_TMP/err")"
+! zr_is_mounted "$M" || fail "something is mounted after a failed start"
+gone || fail "a daemon is left after a failed start"
+say "ok: exit status $rc: $(cat "$ZR_TMP/err")"

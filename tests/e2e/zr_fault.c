@@ -57,7 +57,11 @@
  * corrupt data (ZSTD_error_corruption_detected). With
  * ZR_FAULT_FUTIMENS_DELAY_MS=N, the first futimens(3) while armed of the
  * file ZR_FAULT_NAME disarms, sleeps N ms, then makes the call: a window
- * between a writeback's choice of the mtime it stamps and its stamp.
+ * between a writeback's choice of the mtime it stamps and its stamp. With
+ * ZR_FAULT_THREAD_LEADER=1, pthread_create(3) fails with EAGAIN in a
+ * process that leads its session (no armed file needed): a daemon that
+ * went to the background cannot start its threads, as when the user's
+ * process limit is reached.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -65,6 +69,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -587,4 +592,21 @@ int futimens(int fd, const struct timespec ts[2])
 	if (ms_s && fault_file(fd) && unlink(getenv("ZR_FAULT_ARMED")) == 0)
 		sleep_ms(atol(ms_s));
 	return real(fd, ts);
+}
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
+				 void *(*)(void *), void *);
+
+/* pthread_create(), refused in a session leader with ZR_FAULT_THREAD_LEADER=1 */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+		   void *(*fn)(void *), void *arg)
+{
+	pthread_create_fn real = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+	const char *on = getenv("ZR_FAULT_THREAD_LEADER");
+
+	if (!real)
+		return ENOSYS;
+	if (on && strcmp(on, "1") == 0 && getsid(0) == getpid())
+		return EAGAIN;
+	return real(t, attr, fn, arg);
 }
