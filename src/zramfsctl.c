@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -884,6 +885,109 @@ static int fusermount_unmount(const char *mnt, bool lazy)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/*
+ * umount waits as long as the daemon needs to answer, but a daemon that is
+ * stopped (SIGSTOP, a debugger) or hung kept it silent for ever
+ * (helper-66). A watch thread says so once after UMOUNT_NOTICE_MS, and
+ * what can be done; the wait goes on. Fields under umount_watch.lock.
+ */
+#define UMOUNT_NOTICE_MS 5000
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* on CLOCK_MONOTONIC; signalled at the end */
+	bool done;		/* the daemon answered: no word */
+	const char *mnt;
+	const char *what;	/* what we wait for */
+	pid_t pid;		/* the daemon's, 0 while not known */
+} umount_watch = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Whether process @pid is stopped or traced (state T or t in its stat). */
+static bool pid_stopped(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');	/* (the command name may hold anything) */
+	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+static void *umount_watch_main(void *arg)
+{
+	struct timespec until;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += UMOUNT_NOTICE_MS / 1000;
+	pthread_mutex_lock(&umount_watch.lock);
+	while (!umount_watch.done &&
+	       pthread_cond_timedwait(&umount_watch.cond, &umount_watch.lock, &until) != ETIMEDOUT)
+		;
+	if (!umount_watch.done) {
+		pid_t pid = umount_watch.pid;
+
+		if (pid > 0 && pid_stopped(pid))
+			fprintf(stderr, "zramfsctl: %s: the daemon (pid %d) is stopped, and %s waits for it: `kill -CONT %d` lets it go on; Ctrl-C gives up and leaves the mount as it is\n",
+				umount_watch.mnt, (int)pid, umount_watch.what, (int)pid);
+		else
+			fprintf(stderr, "zramfsctl: %s: the daemon%s has not answered %s for %d s (still writing back, stopped or hung?): waiting; Ctrl-C gives up and leaves the mount as it is\n",
+				umount_watch.mnt, pid > 0 ? "" : " (pid not known yet)", umount_watch.what,
+				UMOUNT_NOTICE_MS / 1000);
+	}
+	pthread_mutex_unlock(&umount_watch.lock);
+	return NULL;
+}
+
+/* Say what umount waits for now (@what is a static string); @pid when
+ * it has become known, else 0. */
+static void umount_watch_step(const char *what, pid_t pid)
+{
+	pthread_mutex_lock(&umount_watch.lock);
+	umount_watch.what = what;
+	if (pid > 0)
+		umount_watch.pid = pid;
+	pthread_mutex_unlock(&umount_watch.lock);
+}
+
+/* Start watching the daemon of @mnt. @return true when the thread runs
+ * (umount_watch_end() must then be called), false when it could not start
+ * (umount then works, silently, as before). */
+static bool umount_watch_begin(const char *mnt)
+{
+	pthread_condattr_t ca;
+	pthread_t tid;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&umount_watch.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	umount_watch.mnt = mnt;
+	umount_watch.what = "its statfs";
+	if (pthread_create(&tid, NULL, umount_watch_main, NULL) != 0)
+		return false;
+	pthread_detach(tid);
+	return true;
+}
+
+/* The daemon has answered everything umount asked of it. */
+static void umount_watch_end(void)
+{
+	pthread_mutex_lock(&umount_watch.lock);
+	umount_watch.done = true;
+	pthread_cond_signal(&umount_watch.cond);
+	pthread_mutex_unlock(&umount_watch.lock);
+}
+
 /* do_umount(): @mnt refused us its control file, or the mount itself. */
 static void no_entry(const char *mnt)
 {
@@ -918,38 +1022,43 @@ static int do_umount(const char *arg, bool lazy)
 	struct statfs sfs;
 	char *path;
 	int fd, n, pidfd = -1, rc = EXIT_ERR, e;
-	bool told = false;
+	bool told = false, watching;
 
 	if (find_mount(arg, &m) < 0)
 		return EXIT_ERR;
+	watching = umount_watch_begin(m.mnt);
 	/* (statfs always asks the daemon; a stat may be answered from the
-	 * kernel's cache of a dead mount's attributes) */
-	if (statfs(m.mnt, &sfs) < 0 && errno == ENOTCONN) {
+	 * kernel's cache of a dead mount's attributes. With --lazy nothing
+	 * is asked of the daemon: it may be the one that hangs.) */
+	if (!lazy && statfs(m.mnt, &sfs) < 0 && errno == ENOTCONN) {
 		fprintf(stderr, "zramfsctl: %s: the mount has lost its daemon (%s): what the daemon had not written back cannot be reached through it; unmounting\n",
 			m.mnt, strerror(ENOTCONN));
 		lazy = true;	/* nothing to write back, no daemon to wait for */
 	}
-	path = ctl_path(m.mnt, "stats");
-	opt_timeout_ms = 0;	/* as long as the commands below may wait */
-	e = -read_kv(path, &stats);
-	if ((e == EACCES || e == EPERM) && !lazy) {
-		free(path);
-		no_entry(m.mnt);
-		goto out;
-	}
-	if (e == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
-		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-	if (pidfd < 0 && !lazy)	/* (an older daemon gives no pid; a dead mount) */
-		fprintf(stderr, "zramfsctl: %s: the daemon's pid is not known: not waiting for it to exit\n",
-			m.mnt);
-	free(path);
-	kv_free(&stats);
 	if (!lazy) {
+		umount_watch_step("a read of its stats", 0);
+		path = ctl_path(m.mnt, "stats");
+		opt_timeout_ms = 0;	/* as long as the commands below may wait */
+		e = -read_kv(path, &stats);
+		free(path);
+		if (e == EACCES || e == EPERM) {
+			no_entry(m.mnt);
+			goto out;
+		}
+		if (e == 0 && kv_u64(&stats, "pid", &pid) && pid > 0)
+			pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		kv_free(&stats);
+		if (pidfd < 0)	/* (an older daemon gives no pid) */
+			fprintf(stderr, "zramfsctl: %s: the daemon's pid is not known: not waiting for it to exit\n",
+				m.mnt);
+		umount_watch_step("the flush of the kernel's cached writes (syncfs)",
+				  pidfd >= 0 ? (pid_t)pid : 0);
 		fd = open(m.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd >= 0) {
 			(void)syncfs(fd);
 			close(fd);
 		}
+		umount_watch_step("the command 'writeback all'", 0);
 		e = -send_command(m.mnt, "writeback all");
 		if (e) {
 			if (e == EACCES || e == EPERM)
@@ -959,6 +1068,10 @@ static int do_umount(const char *arg, bool lazy)
 					m.mnt);
 			goto out;
 		}
+	}
+	if (watching) {
+		umount_watch_end();
+		watching = false;
 	}
 	if (umount2(m.mnt, lazy ? MNT_DETACH : 0) < 0) {
 		e = errno;
@@ -979,13 +1092,19 @@ static int do_umount(const char *arg, bool lazy)
 	/* the pidfd names that very process: no confusion with a reused pid */
 	while ((n = poll(&(struct pollfd){ .fd = pidfd, .events = POLLIN }, 1,
 			 told ? -1 : 5000)) == 0 || (n < 0 && errno == EINTR)) {
-		if (n == 0) {
+		if (n == 0 && pid_stopped((pid_t)pid)) {
+			fprintf(stderr, "zramfsctl: %s is unmounted; its daemon (pid %llu) is stopped before the end of its writeback: `kill -CONT %llu` lets it finish\n",
+				m.mnt, (unsigned long long)pid, (unsigned long long)pid);
+			told = true;
+		} else if (n == 0) {
 			fprintf(stderr, "zramfsctl: waiting for the daemon of %s (pid %llu) to finish writing back\n",
 				m.mnt, (unsigned long long)pid);
 			told = true;
 		}
 	}
 out:
+	if (watching)
+		umount_watch_end();
 	if (pidfd >= 0)
 		close(pidfd);
 	free(m.mnt);

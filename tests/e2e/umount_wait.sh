@@ -9,8 +9,10 @@
 # over a full backing directory: the daemon keeps the data (longer than the
 # 30 s after which it used to give up), and writes it back once there is
 # room; SIGHUP makes it try at once.  Meanwhile a new mount of the same
-# backing directory is refused.  A mount whose daemon was killed is
-# unmounted, with a message that its unsaved data is lost.
+# backing directory is refused.  A stopped daemon (SIGSTOP): zramfsctl
+# umount says so within seconds and finishes once it goes on; --lazy
+# detaches at once.  A mount whose daemon was killed is unmounted, with a
+# message that its unsaved data is lost.
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=180
 zr_init
@@ -96,6 +98,42 @@ zr_wait_pid "$ZR_PID" 15 || fail "the daemon did not write back within 15 s of S
 ZR_PID=
 cmp "$ZR_TMP/src" "$FB/f" || fail "the backing file is not complete once there was room"
 umount "$FB"
+
+say "zramfsctl umount of a stopped daemon: says so, and ends once it goes on"
+# (helper-66: it waited for ever in statfs, without a word)
+zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+cp "$ZR_TMP/src" "$ZR_MNT/f"
+STOPPED=$ZR_PID
+# (the clean-up's unmount would wait on the stopped daemon: go on first)
+cont_fail() {
+	kill -CONT "$STOPPED"
+	fail "$@"
+}
+kill -STOP "$STOPPED"
+"$ZRAMFSCTL" umount "$ZR_MNT" 2>"$ZR_TMP/stopped.err" &
+CTL=$!
+ZR_ATEXIT+=('kill -9 "$CTL" 2>/dev/null')
+for _ in $(seq 200); do
+	grep -q "has not answered" "$ZR_TMP/stopped.err" && break
+	sleep 0.1
+done
+grep -q "has not answered its statfs" "$ZR_TMP/stopped.err" ||
+	cont_fail "zramfsctl umount said nothing in 20 s about a stopped daemon: $(cat "$ZR_TMP/stopped.err")"
+zr_is_mounted "$ZR_MNT" || cont_fail "unmounted while the daemon was stopped"
+say "ok: $(cat "$ZR_TMP/stopped.err")"
+kill -CONT "$STOPPED"
+wait "$CTL" || fail "zramfsctl umount failed once the daemon went on: $(cat "$ZR_TMP/stopped.err")"
+umounted_by waits true
+
+say "zramfsctl umount --lazy of a stopped daemon: detached at once"
+zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+cp "$ZR_TMP/src" "$ZR_MNT/f"
+STOPPED=$ZR_PID
+kill -STOP "$STOPPED"
+timeout 20 "$ZRAMFSCTL" umount -l "$ZR_MNT" ||
+	cont_fail "zramfsctl umount -l of a stopped daemon failed or hung"
+kill -CONT "$STOPPED"
+umounted_by lazy true
 
 say "zramfsctl umount of a mount whose daemon was killed"
 zr_mount "" "$B" "$M"
