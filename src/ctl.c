@@ -228,6 +228,7 @@ static char *render_config(struct zr_fs *fs)
 	fprintf(f, "xattr %s\n", o->no_xattr ? "off" : "on");
 	fprintf(f, "uring %s\n", o->uring ? "on" : "off");
 	fprintf(f, "stream_direct %s\n", o->no_stream_direct ? "off" : "on");
+	fprintf(f, "acl %s\n", fs->acl_on ? "on" : "off");
 	fprintf(f, "version %s\n", PACKAGE_VERSION);
 	return memstream_close(f, &buf);
 }

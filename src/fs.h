@@ -55,7 +55,7 @@ struct zr_options {
 	char *cold_level_str, *block_size_str, *min_saving_str, *policy_str;
 	char *dirty_expire_str, *seq_cutoff_str, *cache_str, *high_wm_str;
 	char *low_wm_str, *max_fds_str, *read_ahead_str, *max_read_str, *cpu_latency_str;
-	char *busy_poll_str, *xattr_str, *uring_str, *stream_direct_str;
+	char *busy_poll_str, *xattr_str, *uring_str, *stream_direct_str, *acl_str;
 	struct zr_store_config store;	/* parsed store settings */
 	uint64_t dirty_expire_ms;	/* writeback age of dirty data */
 	uint64_t seq_cutoff;		/* bytes of sequential I/O that bypass the tier; 0 = off */
@@ -70,6 +70,11 @@ struct zr_options {
 	bool no_xattr;			/* xattr=off: xattr requests answered ENOSYS */
 	bool uring;			/* uring=on: ask for FUSE over io_uring */
 	bool no_stream_direct;		/* stream_direct=off: streams never go with O_DIRECT */
+	bool acl;			/* acl=on: the kernel enforces POSIX ACLs (the
+					 * default, unless xattr=off or
+					 * no_default_permissions; main() turns it off
+					 * over a backing filesystem without ACLs when
+					 * acl_str is NULL) */
 	int foreground, debug, singlethread, show_help, show_version;
 	int allow_other, allow_root, default_permissions, no_default_permissions, read_only;
 	int over_self;			/* "zramfs DIR": mount over DIR itself */
@@ -373,6 +378,9 @@ struct zr_fs {
 	bool expire_now;		/* relaxed atomic: control changed it, so the
 					 * writeback thread scans for expired data at once */
 	bool xattr_enotsup;		/* immutable: the backing filesystem has no xattrs (probed at mount) */
+	bool acl_on;			/* set at INIT, before any other request: the
+					 * kernel enforces POSIX ACLs and sends
+					 * modes without the umask (acl=on) */
 	bool links_trusted;		/* immutable: the backing filesystem's link
 					 * counts can be trusted (handles_trusted()):
 					 * a cached fd with none is a removed file */

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -804,6 +805,16 @@ int main(int argc, char *argv[])
 		goto out_fd;
 	}
 	the_fs.read_only = opt.read_only;
+	if (opt.acl && fgetxattr(root_fd, "system.posix_acl_access", NULL, 0) < 0 &&
+	    (errno == ENOTSUP || errno == ENOSYS)) {
+		if (opt.acl_str) {
+			fprintf(stderr, "zramfs: acl=on: the backing filesystem of '%s' has no POSIX ACLs\n",
+				opt.backing);
+			goto out_fd;
+		}
+		zr_log(ZR_LOG_INFO, "the backing filesystem has no POSIX ACLs: acl=off");
+		opt.acl = false;
+	}
 	the_fs.bs = opt.store.block_size;
 	if (opt.cache != ZR_CACHE_NONE) {
 		rc = zr_store_create(&opt.store, &store_ops, &the_fs, &the_fs.store);

@@ -334,6 +334,18 @@ static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* acl=on: the kernel checks ACLs (fetching and caching them with
+	 * GETXATTR) and leaves the umask to us (new_mode()); the backing
+	 * filesystem keeps them, applies default ACLs to new nodes and keeps
+	 * the mode and the access ACL in step */
+	if (fs->opt->acl) {
+		if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+			conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+			fs->acl_on = true;
+		} else {
+			zr_log(ZR_LOG_WARNING, "acl=on: this kernel offers FUSE no POSIX ACLs: they are kept, but only the mode bits are checked");
+		}
+	}
 	/* no POSIX/flock lock handlers: the kernel keeps locks locally, as a
 	 * local filesystem does */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -891,6 +903,23 @@ static void undo_create(int pfd, const char *name, bool is_dir, int fd)
 		       name, strerror(errno));
 }
 
+/*
+ * The mode to make a node with, from the one the kernel sent. With acl=on
+ * the kernel leaves the caller's umask out (FUSE_DONT_MASK): a directory
+ * @pfd with a default ACL gives the new node its ACL, which the backing
+ * filesystem applies from the full mode (the umask has no say, POSIX.1e);
+ * without one, the umask applies. The daemon's own umask is 0.
+ * @return the mode.
+ */
+static mode_t new_mode(fuse_req_t req, int pfd, mode_t mode)
+{
+	if (!zr_fs_of(req)->acl_on)
+		return mode;
+	if (fgetxattr(pfd, "system.posix_acl_default", NULL, 0) > 0)
+		return mode;
+	return mode & ~fuse_req_ctx(req)->umask;
+}
+
 /* mknod/mkdir/symlink: create, give to the caller, look up, reply. */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, dev_t rdev, const char *link)
@@ -909,6 +938,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -pfd);
 		return;
 	}
+	if (!link)
+		mode = new_mode(req, pfd, mode);
 	if (link)
 		rc = symlinkat(link, pfd, name);
 	else if (S_ISDIR(mode))
@@ -1466,6 +1497,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -pfd);
 		return;
 	}
+	mode = new_mode(req, pfd, mode);
 	/* O_EXCL first, to know whether the file is new (empty, without
 	 * capabilities: zr_data_attach() need not look) */
 	fd = openat(pfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,

@@ -63,6 +63,7 @@ static const struct fuse_opt zr_opt_spec[] = {
 	ZR_OPT("xattr=%s", xattr_str),
 	ZR_OPT("uring=%s", uring_str),
 	ZR_OPT("stream_direct=%s", stream_direct_str),
+	ZR_OPT("acl=%s", acl_str),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -396,6 +397,20 @@ static int zr_options_check(struct parse_ctx *pc)
 	if (parse_on_off(pc, "stream_direct", o->stream_direct_str, &on))
 		return -EINVAL;
 	o->no_stream_direct = !on;
+	/* on by default, as on ext4 and tmpfs, where it can be: ACLs are
+	 * extended attributes, and the kernel checks them */
+	on = !o->no_xattr && !o->no_default_permissions;
+	if (parse_on_off(pc, "acl", o->acl_str, &on))
+		return -EINVAL;
+	o->acl = on;
+	if (o->acl && o->no_xattr) {
+		snprintf(pc->err, pc->errlen, "acl=on needs extended attributes: it cannot be combined with -o xattr=off");
+		return -EINVAL;
+	}
+	if (o->acl && o->no_default_permissions) {
+		snprintf(pc->err, pc->errlen, "acl=on has the kernel check permissions: it cannot be combined with -o no_default_permissions");
+		return -EINVAL;
+	}
 	if (o->high_wm_str && parse_uint_pct(o->high_wm_str, 10, 100, &c->high_wm))
 		return bad(pc, "invalid value '%s' for high_wm: expected a percentage of size, 10..100%s",
 			   o->high_wm_str, "");
@@ -542,6 +557,7 @@ void zr_options_free(struct zr_options *o)
 		&o->dirty_expire_str, &o->seq_cutoff_str, &o->cache_str,
 		&o->high_wm_str, &o->low_wm_str, &o->max_fds_str, &o->read_ahead_str, &o->max_read_str, &o->cpu_latency_str,
 		&o->busy_poll_str, &o->xattr_str, &o->uring_str, &o->stream_direct_str,
+		&o->acl_str,
 	};
 
 	for (size_t i = 0; i < ZR_ARRAY_SIZE(strs); i++) {
@@ -606,6 +622,11 @@ void zr_options_help(const char *prog)
 	       "                           for security.capability before a file's first write\n"
 	       "                           and at each chown: two round trips less per file\n"
 	       "                           untarred (on)\n"
+	       "    -o acl=on|off          on: the kernel enforces POSIX ACLs (setfacl), and new\n"
+	       "                           files take their directory's default ACL. off: ACLs\n"
+	       "                           are kept, only the mode bits are checked (on where the\n"
+	       "                           backing filesystem has ACLs, and not with xattr=off or\n"
+	       "                           no_default_permissions)\n"
 	       "    -o uring=on|off        on: requests come through io_uring, one queue per CPU,\n"
 	       "                           served on the CPU that made them (Linux 6.14 or later,\n"
 	       "                           with the fuse module's enable_uring set to Y) (off)\n"

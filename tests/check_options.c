@@ -56,6 +56,35 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(o.max_read, 512 * 1024);
 	ck_assert_int_eq(o.cpu_latency, 0);
 	ck_assert_uint_eq(o.busy_poll, 20);
+	ck_assert(o.acl);
+	zr_options_free(&o);
+}
+END_TEST
+
+/* acl is on by default, off where it cannot be, and refused there when
+ * asked for */
+START_TEST(test_acl)
+{
+	struct zr_options o;
+	char err[512];
+
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "acl=off", "/b", "/m", NULL), 0);
+	ck_assert(!o.acl);
+	zr_options_free(&o);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "xattr=off", "/b", "/m", NULL), 0);
+	ck_assert(!o.acl);
+	zr_options_free(&o);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "no_default_permissions", "/b", "/m",
+			       NULL), 0);
+	ck_assert(!o.acl);
+	zr_options_free(&o);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "acl=on,xattr=off", "/b", "/m", NULL),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "xattr=off"));
+	zr_options_free(&o);
+	ck_assert_int_eq(parse(&o, err, sizeof(err), "-o", "acl=on,no_default_permissions", "/b",
+			       "/m", NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "no_default_permissions"));
 	zr_options_free(&o);
 }
 END_TEST
@@ -155,6 +184,7 @@ static const struct {
 	{ "min_saving=12.5%", "min_saving" },
 	{ "max_fds=0x100", "max_fds" },
 	{ "xattr=maybe", "xattr" },
+	{ "acl=yes", "acl" },
 	{ "stream_direct=1", "stream_direct" },
 	{ "dirty_expire=1e3", "dirty_expire" },
 	{ "max_fds=3", "max_fds" },
@@ -504,6 +534,7 @@ static Suite *options_suite(void)
 	Suite *s = suite_create("options");
 	TCase *tc = tcase_create("core");
 
+	tcase_add_test(tc, test_acl);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_over_self);
 	tcase_add_test(tc, test_values);

@@ -20,7 +20,7 @@ echo "not a directory" >"$F"
 say "--help and --version"
 "$ZRAMFS" --help >"$ZR_TMP/help" 2>&1 || fail "--help exits non-zero"
 for o in size= comp= comp_level= cold_comp= cold_level= block_size= min_saving= \
-	policy= dirty_expire= seq_cutoff= cache= read_ahead= max_read= cpu_latency= busy_poll= xattr= uring= stream_direct= allow_other; do
+	policy= dirty_expire= seq_cutoff= cache= read_ahead= max_read= cpu_latency= busy_poll= xattr= uring= stream_direct= acl= allow_other; do
 	grep -q -- "$o" "$ZR_TMP/help" || fail "--help does not mention $o"
 done
 "$ZRAMFS" --version >"$ZR_TMP/version" 2>&1 || fail "--version exits non-zero"
@@ -135,6 +135,9 @@ refused "max_read&6000" -o max_read=6000 "$B" "$M"
 refused "cpu_latency&-5" -o cpu_latency=-5 "$B" "$M"
 refused "busy_poll&5000" -o busy_poll=5000 "$B" "$M"
 refused "xattr&maybe&on or off" -o xattr=maybe "$B" "$M"
+refused "acl&yes&on or off" -o acl=yes "$B" "$M"
+refused "acl=on&xattr=off" -o acl=on,xattr=off "$B" "$M"
+refused "acl=on&no_default_permissions" -o acl=on,no_default_permissions "$B" "$M"
 refused "uring&1&on or off" -o uring=1 "$B" "$M"
 refused "stream_direct&yes&on or off" -o stream_direct=yes "$B" "$M"
 refused "dirty_expire&0x10" -o dirty_expire=0x10 "$B" "$M"
