@@ -438,6 +438,35 @@ static void log_wb_error(const struct zr_inode *ino, uint64_t start, uint64_t le
 }
 
 /*
+ * Put the mtime the file showed (noted by touch_data()) back on its backing
+ * file @fd, whose own writes moved it: after a writeback, and after a
+ * change made to the backing file at once (a write through, a stream, a
+ * truncate, a punched hole; helper-68's fuzzer found the backing file a
+ * few ms later than the mount after those, as no writeback came to stamp
+ * it). Nothing when no time is noted. Under the file's stamp lock: a
+ * SETATTR of the mtime, which notes it too, comes wholly before or after,
+ * not between our read of the time and our stamp, which would put the
+ * older time back on the backing file (helper-61). Best effort.
+ */
+static void stamp_mtime(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	struct timespec ts[2];
+	bool stamp;
+
+	pthread_mutex_lock(zr_stamp_lock(fs, ino));
+	pthread_mutex_lock(&fs->attr_lock);
+	stamp = ino->times_dirty;
+	ts[1] = ino->mtime;
+	pthread_mutex_unlock(&fs->attr_lock);
+	if (stamp) {
+		ts[0].tv_sec = 0;
+		ts[0].tv_nsec = UTIME_OMIT;
+		(void)futimens(fd, ts);
+	}
+	pthread_mutex_unlock(zr_stamp_lock(fs, ino));
+}
+
+/*
  * The store's writeback callback: write @nblocks blocks of file @owner from
  * @buf, clipped to the cached size, then stamp the cached mtime so that make
  * and friends see the time of the write, not of the writeback.
@@ -450,8 +479,6 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	struct zr_fs *fs = ctx;
 	struct zr_inode *ino = owner;
 	uint64_t start = index * fs->bs, size = load_size(ino), len;
-	struct timespec ts[2];
-	bool stamp;
 	int fd, rc;
 
 	/* a dirty block written here may leave the tier as clean before a
@@ -486,22 +513,7 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 	if (rc == 0) {
 		zr_stat_add(&fs->bytes_written_backing, len);
 		disk_end_raise(ino, start + ZR_MIN((uint64_t)nblocks * fs->bs, size - start));
-		/* (stamped under the file's stamp lock: a SETATTR of the
-		 * mtime, which sets it there too, comes wholly before or
-		 * after, not between our read of the time and our stamp,
-		 * which put the older time back on the backing file,
-		 * helper-61) */
-		pthread_mutex_lock(zr_stamp_lock(fs, ino));
-		pthread_mutex_lock(&fs->attr_lock);
-		stamp = ino->times_dirty;
-		ts[1] = ino->mtime;
-		pthread_mutex_unlock(&fs->attr_lock);
-		if (stamp) {
-			ts[0].tv_sec = 0;
-			ts[0].tv_nsec = UTIME_OMIT;
-			(void)futimens(fd, ts);
-		}
-		pthread_mutex_unlock(zr_stamp_lock(fs, ino));
+		stamp_mtime(fs, ino, fd);
 	} else {
 		log_wb_error(ino, start, len, rc);
 	}
@@ -1669,11 +1681,16 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	uint64_t bs = fs->bs, pos = off, end = off + len, fsize = load_size(ino);
 	bool bypass, no_run = false, wt = fs->opt->cache == ZR_CACHE_WRITETHROUGH;
 	bool excl = off % bs != 0 || len % bs != 0;	/* how the caller holds ino->lock */
+	bool to_disk = false;	/* some of it went to the backing file at once */
 	char *blk = scratch_block();
 	int rc = 0;
 
 	if (!blk)
 		return -ENOMEM;
+	/* the time the file shows, taken before a write to the backing file
+	 * below moves it there (cache=writethrough, streams) */
+	if (writepage)
+		touch_data(fs, ino, fd, false);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (bypass && !wt && len >= bs && direct_wanted(fs, ino)) {
 		/* the stream's 4 KiB-aligned pieces may go with O_DIRECT: put
@@ -1751,6 +1768,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		if (run > 0) {
 			rc = to_backing(fs, ino, fd, src, pos, run, idx, nrun,
 					around ? ZR_TB_AROUND : ZR_TB_STREAM, &direct, &seq);
+			to_disk |= rc == 0;
 			if (rc == 0 && around) {
 				zr_stat_add(&fs->written_around, run);
 				pos += run;
@@ -1812,6 +1830,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 
 			rc = to_backing(fs, ino, fd, src, idx * bs, wlen, idx, 1,
 					wt ? ZR_TB_THROUGH : ZR_TB_STREAM, &direct, &seq);
+			to_disk |= rc == 0;
 			if (rc == 0) {
 				/* keep a clean copy: writethrough at once,
 				 * when the tier has room or makes it (as the
@@ -1885,6 +1904,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	data_changed(ino);
 	if (pos > off)
 		touch_data(fs, ino, fd, !writepage);
+	if (to_disk)
+		stamp_mtime(fs, ino, fd);
 	if (rc && (pos == off || writepage))
 		return rc;
 	return (ssize_t)(pos - off);
@@ -2102,8 +2123,10 @@ done:
 		zr_file_io_unlock(ino->blocks);
 	if (!same)
 		data_changed(ino);
-	if (rc == 0 && (!same || open_trunc))
+	if (rc == 0 && (!same || open_trunc)) {
 		touch_data(fs, ino, fd, true);
+		stamp_mtime(fs, ino, fd);	/* (ftruncate(2) moved it) */
+	}
 	pthread_rwlock_unlock(&ino->lock);
 	if (own)
 		zr_fd_put(fs, ino);
@@ -2503,10 +2526,15 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	}
 	pthread_rwlock_wrlock(&in->lock);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		/* The kernel keeps the mtime it shows through a punch (it
+		 * moves it only for a fallocate that grows the file), and
+		 * ignores ours while it caches the file: the backing file
+		 * keeps that time too, else it read otherwise after a
+		 * remount (helper-68's fuzzer) */
+		touch_data(fs, in, fd, false);
 		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
 		data_changed(in);
-		if (rc == 0)
-			touch_data(fs, in, fd, true);
+		stamp_mtime(fs, in, fd);	/* (punch_range() moved it) */
 	} else {
 		/* reserve the space on the backing filesystem; the size grows
 		 * unless KEEP_SIZE (the backing file never outgrows it) */

@@ -1549,7 +1549,9 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = fd;
 	} else {
 		rc = zr_data_attach(fs, in, fd, created);
-		if (rc == 0 && (fi->flags & O_TRUNC))
+		/* (a file just made is empty and has the times the kernel
+		 * shows: a truncate would note a later one, helper-68) */
+		if (rc == 0 && (fi->flags & O_TRUNC) && !created)
 			rc = zr_data_truncate(fs, in, fd, 0, true);
 		zr_fd_put(fs, in);
 	}
