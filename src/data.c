@@ -1902,8 +1902,8 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		fsize = ZR_MAX(fsize, pos);
 	}
 	data_changed(ino);
-	if (pos > off)
-		touch_data(fs, ino, fd, !writepage);
+	if (pos > off && !writepage)	/* (a writepage's noted at the top) */
+		touch_data(fs, ino, fd, true);
 	if (to_disk)
 		stamp_mtime(fs, ino, fd);
 	if (rc && (pos == off || writepage))
@@ -2525,16 +2525,15 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		return;
 	}
 	pthread_rwlock_wrlock(&in->lock);
+	/* The kernel keeps the mtime it shows through a punch or a
+	 * KEEP_SIZE fallocate (it moves it, and sends it, only for one that
+	 * grows the file), and ignores ours while it caches the file: the
+	 * backing file, which fallocate(2) moves, gets that time back, else
+	 * it read otherwise after a remount (helper-68's fuzzer) */
+	touch_data(fs, in, fd, false);
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		/* The kernel keeps the mtime it shows through a punch (it
-		 * moves it only for a fallocate that grows the file), and
-		 * ignores ours while it caches the file: the backing file
-		 * keeps that time too, else it read otherwise after a
-		 * remount (helper-68's fuzzer) */
-		touch_data(fs, in, fd, false);
 		rc = punch_range(fs, in, fd, (uint64_t)off, (uint64_t)len);
 		data_changed(in);
-		stamp_mtime(fs, in, fd);	/* (punch_range() moved it) */
 	} else {
 		/* reserve the space on the backing filesystem; the size grows
 		 * unless KEEP_SIZE (the backing file never outgrows it) */
@@ -2555,6 +2554,7 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 				zr_file_io_unlock(in->blocks);
 		}
 	}
+	stamp_mtime(fs, in, fd);
 	pthread_rwlock_unlock(&in->lock);
 	zr_fd_put(fs, in);
 	/* the kernel drops its pages of the range after a punch that worked
