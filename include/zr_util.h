@@ -3,6 +3,7 @@
 #ifndef ZR_UTIL_H
 #define ZR_UTIL_H
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -48,6 +49,13 @@ static inline void zr_note_ms(uint64_t *at, uint64_t now)
  * pthread_cond_timedwait().
  */
 void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns);
+
+/**
+ * zr_cond_init_monotonic() - initialize @cond to time its waits on
+ * CLOCK_MONOTONIC (deadlines from zr_deadline(..., CLOCK_MONOTONIC, ...)),
+ * which a change of the wall clock does not move.
+ */
+void zr_cond_init_monotonic(pthread_cond_t *cond);
 
 /**
  * zr_parse_size() - parse "123", "64k", "1.5G", "25%" (of @ram_bytes) into

@@ -173,15 +173,11 @@ static bool cpuidle_driver_present(void)
  */
 int zr_cpulat_start(struct zr_fs *fs)
 {
-	pthread_condattr_t ca;
 	int rc;
 
 	fs->lat_fd = -1;
 	pthread_mutex_init(&fs->lat_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&fs->lat_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	zr_cond_init_monotonic(&fs->lat_cond);
 	fs->lat_inited = true;
 	if (fs->opt->cpu_latency < 0)
 		return 0;

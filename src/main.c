@@ -655,16 +655,11 @@ int main(int argc, char *argv[])
 	int root_fd = -1, rc, ret = 1;
 	bool uring_clean = true;	/* no ring thread left behind (uring.c) */
 
-	pthread_condattr_t ca;
-
 	/* a file past RLIMIT_FSIZE is EFBIG, not death by SIGXFSZ with the
 	 * dirty data (the size probe of the backing filesystem meets it too) */
 	signal(SIGXFSZ, SIG_IGN);
 	lower_oom_score();
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&retry_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	zr_cond_init_monotonic(&retry_cond);
 	if (zr_options_parse(argc, argv, &opt, &args, err, sizeof(err)) < 0) {
 		fprintf(stderr, "zramfs: %s\n", err);
 		fprintf(stderr, "Try 'zramfs --help' for the options.\n");

@@ -624,12 +624,7 @@ static void park(struct zr_fs *fs)
 	me.fresh = true;
 	me.watched = false;
 	if (!me.ready) {
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&me.cond, &ca);
-		pthread_condattr_destroy(&ca);
+		zr_cond_init_monotonic(&me.cond);
 		me.ready = true;
 	}
 	pthread_mutex_lock(&park_lock);

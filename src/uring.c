@@ -990,12 +990,7 @@ out:
 /* Start sched_main() (the rings serve). */
 static void sched_start(void)
 {
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&sched_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	zr_cond_init_monotonic(&sched_cond);
 	sched_stop = false;
 	sched_started = pthread_create(&sched_tid, NULL, sched_main, NULL) == 0;
 	if (!sched_started)

@@ -35,6 +35,16 @@ void zr_deadline(struct timespec *ts, clockid_t clk, uint64_t ns)
 	ts->tv_nsec = (long)(nsec % 1000000000u);
 }
 
+void zr_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 uint64_t zr_now_ms(void)
 {
 	return zr_now_ns() / 1000000ull;

@@ -927,8 +927,7 @@ static void *umount_watch_main(void *arg)
 	struct timespec until;
 
 	(void)arg;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += UMOUNT_NOTICE_MS / 1000;
+	zr_deadline(&until, CLOCK_MONOTONIC, UMOUNT_NOTICE_MS * 1000000ull);
 	pthread_mutex_lock(&umount_watch.lock);
 	while (!umount_watch.done &&
 	       pthread_cond_timedwait(&umount_watch.cond, &umount_watch.lock, &until) != ETIMEDOUT)
@@ -964,13 +963,9 @@ static void umount_watch_step(const char *what, pid_t pid)
  * (umount then works, silently, as before). */
 static bool umount_watch_begin(const char *mnt)
 {
-	pthread_condattr_t ca;
 	pthread_t tid;
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&umount_watch.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	zr_cond_init_monotonic(&umount_watch.cond);
 	umount_watch.mnt = mnt;
 	umount_watch.what = "its statfs";
 	if (pthread_create(&tid, NULL, umount_watch_main, NULL) != 0)

@@ -25,17 +25,8 @@ FSX_ARGS=(-P 4 -N "$NOPS" -l 4m -o 64k -m -c -d -b 16k -S 11 -X seek,dread)
 "$FSX" "${FSX_ARGS[@]}" -D "$D/f" "$M/f" >"$ZR_TMP/fsx.out" 2>"$ZR_TMP/fsx.err" &
 FSX_PID=$!
 
-ncmd=0
-if zr_stats_on; then
-	while kill -0 "$FSX_PID" 2>/dev/null; do
-		for c in drop_clean compact "writeback all"; do
-			echo "$c" >"$M/.zramfs/control" ||
-				fail "control command '$c' failed while zr_fsx runs"
-			ncmd=$((ncmd + 1))
-			sleep 0.1
-		done
-	done
-fi
+ZR_CHURN_N=0
+zr_stats_on && zr_churn "$FSX_PID" zr_fsx drop_clean compact "writeback all"
 rc=0
 wait "$FSX_PID" || rc=$?
 cat "$ZR_TMP/fsx.out"
@@ -43,7 +34,7 @@ if [ "$rc" != 0 ]; then
 	head -n 80 "$ZR_TMP/fsx.err" >&2
 	fail "zr_fsx ${FSX_ARGS[*]} -D DUMP $M/f failed (exit $rc) on -o $OPTS"
 fi
-say "ok: 4 processes matched their models; $ncmd control commands"
+say "ok: 4 processes matched their models; $ZR_CHURN_N control commands"
 if zr_stats_on; then
 	say "stats: writebacks $(zr_stat writebacks) writeback_errors $(zr_stat writeback_errors)"
 	[ "$(zr_stat writeback_errors)" = 0 ] || fail "writeback errors counted"

@@ -361,6 +361,24 @@ zr_hogs_stop() {
 	ZR_HOGS=()
 }
 
+# zr_churn PID WHO CMD...: while PID runs, write the CMDs into the control
+# file of $ZR_MNT in turn, one every 100 ms, so that reclaim, compaction and
+# writeback race the workload of WHO (a name for the message); fails when
+# one is refused.  Sets ZR_CHURN_N to the number written.
+zr_churn() {
+	local pid=$1 who=$2 c
+	shift 2
+	ZR_CHURN_N=0
+	while kill -0 "$pid" 2>/dev/null; do
+		for c in "$@"; do
+			echo "$c" >"$ZR_MNT/.zramfs/control" ||
+				fail "control command '$c' failed while $who runs"
+			ZR_CHURN_N=$((ZR_CHURN_N + 1))
+			sleep 0.1
+		done
+	done
+}
+
 # zr_mount_tmpfs DIR SIZE: mounts a tmpfs of SIZE on DIR (needs root).
 zr_mount_tmpfs() {
 	zr_need_root "mounts a tmpfs"

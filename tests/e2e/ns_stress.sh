@@ -56,17 +56,8 @@ say "zr_nsstress run ${ARGS[*]} (seed $SEED), control commands every 100 ms"
 "$NS" run "${ARGS[@]}" -M "$MAN" "$M/t" >"$ZR_TMP/ns.out" 2>"$ZR_TMP/ns.err" &
 NS_PID=$!
 
-ncmd=0
-if zr_stats_on; then
-	while kill -0 "$NS_PID" 2>/dev/null; do
-		for c in "writeback all" drop_clean compact; do
-			echo "$c" >"$M/.zramfs/control" ||
-				fail "control command '$c' failed while zr_nsstress runs"
-			ncmd=$((ncmd + 1))
-			sleep 0.1
-		done
-	done
-fi
+ZR_CHURN_N=0
+zr_stats_on && zr_churn "$NS_PID" zr_nsstress "writeback all" drop_clean compact
 rc=0
 wait "$NS_PID" || rc=$?
 cat "$ZR_TMP/ns.out"
@@ -76,7 +67,7 @@ if [ "$rc" != 0 ]; then
 	fail "zr_nsstress failed (exit $rc) on -o $OPTS"
 fi
 [ -s "$ZR_TMP/ns.err" ] && cat "$ZR_TMP/ns.err"
-say "ok: 4 workers matched their models; $ncmd control commands"
+say "ok: 4 workers matched their models; $ZR_CHURN_N control commands"
 if zr_stats_on; then
 	say "stats: writebacks $(zr_stat writebacks) demotions $(zr_stat demotions) misses $(zr_stat misses) bytes_read_backing $(zr_stat bytes_read_backing) fd_opens $(zr_stat fd_opens) removed_dropped $(zr_stat removed_dropped) writeback_errors $(zr_stat writeback_errors)"
 	[ "$(zr_stat writeback_errors)" = 0 ] || fail "writeback errors counted"
