@@ -489,6 +489,7 @@ bool zr_inode_removing(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_removed(struct zr_fs *fs, struct zr_inode *ino, bool gone);
 int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
 		   char oname[NAME_MAX + 1]);
+int zr_orphan_tmpfile(struct zr_fs *fs, int fd, char oname[NAME_MAX + 1]);
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
 void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, bool linked);
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
@@ -547,6 +548,8 @@ void zr_data_ghost_free(struct zr_fs *fs);
 #define ZR_TRIM_MIN (64u * 1024u)
 
 int zr_session_hook(struct zr_fs *fs);
+extern const char zr_tmpfile_name[];
+void zr_session_map_request(void *buf, size_t n);
 void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n);
 bool zr_session_drained(struct zr_fs *fs);
 

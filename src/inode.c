@@ -365,19 +365,15 @@ static void orphans_close(struct zr_fs *fs)
 	close(zfd);
 }
 
-/**
- * zr_orphan_link() - give @ino, a regular file whose name (@pfd, @name) is
- * about to go while it is open, a second name in the orphan directory,
- * made on first use. The name goes to @oname. @return 0, or -errno (the
- * directory cannot be made, the backing filesystem has no hard links): the
- * caller then pins the file's fd instead.
+/*
+ * Make sure the orphan directory is open, making it on first use; a
+ * directory that cannot be had (another user's, a read-only or linkless
+ * backing filesystem) is not tried again. @return 0 or -errno.
  */
-int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
-		   char oname[NAME_MAX + 1])
+static int orphans_ready(struct zr_fs *fs)
 {
 	int rc = 0;
 
-	*oname = '\0';
 	pthread_mutex_lock(&fs->orphan_lock);
 	if (fs->orphans.fd < 0 && !fs->no_orphans) {
 		rc = orphans_open(fs, true);
@@ -396,10 +392,33 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 	if (fs->orphans.fd < 0 && !rc)
 		rc = -ENOENT;
 	pthread_mutex_unlock(&fs->orphan_lock);
+	return rc;
+}
+
+/* A new name for inode number @ino in the orphan directory, into @oname. */
+static void orphan_name(struct zr_fs *fs, uint64_t ino, char oname[NAME_MAX + 1])
+{
+	snprintf(oname, NAME_MAX + 1, "zr-%llu-%llu", (unsigned long long)ino,
+		 (unsigned long long)__atomic_add_fetch(&fs->orphan_seq, 1, __ATOMIC_RELAXED));
+}
+
+/**
+ * zr_orphan_link() - give @ino, a regular file whose name (@pfd, @name) is
+ * about to go while it is open, a second name in the orphan directory,
+ * made on first use. The name goes to @oname. @return 0, or -errno (the
+ * directory cannot be made, the backing filesystem has no hard links): the
+ * caller then pins the file's fd instead.
+ */
+int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *name,
+		   char oname[NAME_MAX + 1])
+{
+	int rc;
+
+	*oname = '\0';
+	rc = orphans_ready(fs);
 	if (rc)
 		return rc;
-	snprintf(oname, NAME_MAX + 1, "zr-%llu-%llu", (unsigned long long)ino->key.ino,
-		 (unsigned long long)__atomic_add_fetch(&fs->orphan_seq, 1, __ATOMIC_RELAXED));
+	orphan_name(fs, ino->key.ino, oname);
 	if (linkat(pfd, name, fs->orphans.fd, oname, 0) < 0) {
 		rc = -errno;
 		*oname = '\0';
@@ -411,6 +430,40 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 		zr_orphan_unlink(fs, ino, oname);
 		*oname = '\0';
 	}
+	return rc;
+}
+
+/**
+ * zr_orphan_tmpfile() - give @fd, a file just made with O_TMPFILE (no
+ * name, no link), a name in the orphan directory, made on first use: the
+ * name zramfs reaches it by, as a file unlinked while open, until its
+ * last close or a link(2) that gives it a name of the user's. The name
+ * goes to @oname. @return 0, or -errno: -EOPNOTSUPP when there can be no
+ * orphan directory here (the caller's O_TMPFILE then fails so, as on a
+ * filesystem without it).
+ */
+int zr_orphan_tmpfile(struct zr_fs *fs, int fd, char oname[NAME_MAX + 1])
+{
+	char path[32];
+	struct stat st;
+	int rc;
+
+	*oname = '\0';
+	rc = orphans_ready(fs);
+	if (rc)
+		return rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE ||
+		       rc == -ENOMEM ? rc : -EOPNOTSUPP;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	orphan_name(fs, st.st_ino, oname);
+	/* (by the fd needs CAP_DAC_READ_SEARCH; through /proc, not) */
+	if (linkat(fd, "", fs->orphans.fd, oname, AT_EMPTY_PATH) == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, path, fs->orphans.fd, oname, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	rc = -errno;
+	*oname = '\0';
 	return rc;
 }
 

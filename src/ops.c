@@ -925,10 +925,11 @@ static int caller_may_open(fuse_req_t req, int fd, const struct stat *st, int fl
  * could not have set (not in the file's group), as a local filesystem does.
  * @out: when not NULL, receives the entry's stat if nothing changed it
  * (*@have tells), saving the caller a lookup. @fd_new: the new file's fd
- * (a CREATE), whose stat is taken instead of the name's, or -1. @type: the
- * S_IFMT of what the request made. @return 0 or -errno: -ESTALE when the
- * name holds another file than the one made (put there behind zramfs's
- * back), which is then not touched.
+ * (a CREATE), whose stat is taken instead of the name's, or -1; with
+ * @name NULL, a file without a name (O_TMPFILE), changed through @fd_new.
+ * @type: the S_IFMT of what the request made. @return 0 or -errno:
+ * -ESTALE when the name holds another file than the one made (put there
+ * behind zramfs's back), which is then not touched.
  */
 static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 			  mode_t type, struct stat *out, bool *have)
@@ -953,7 +954,7 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 	 * name behind zramfs's back before this stat, was made root's with
 	 * its set-id bits put back) */
 	if (st.st_uid != geteuid() || (st.st_mode & S_IFMT) != (type & S_IFMT) ||
-	    (!S_ISDIR(type) && st.st_nlink != 1))
+	    (!S_ISDIR(type) && st.st_nlink != (name ? 1u : 0u)))
 		return -ESTALE;
 	mode = st.st_mode & 07777;
 	if (S_ISREG(st.st_mode) && (mode & S_ISGID) && ctx->uid != 0 &&
@@ -965,6 +966,13 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 			*have = true;
 		}
 		return 0;
+	}
+	if (!name) {
+		if (fchown(fd_new, ctx->uid, gid) < 0)
+			rc = -errno;
+		else if (st.st_mode & 07000)
+			rc = fchmod(fd_new, mode) < 0 ? -errno : 0;
+		return rc;
 	}
 	/* through the entry checked to be the one just looked at */
 	fd = entry_open(pfd, name, st.st_dev, st.st_ino);
@@ -1573,6 +1581,53 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 }
 
+/*
+ * open(2) with O_TMPFILE (FUSE_TMPFILE, which zr_session_map_request()
+ * hands to zr_op_create()): a file without a name in the directory @pfd,
+ * given to the caller, reached by a name in the orphan directory
+ * (zr_orphan_tmpfile()) and counted as unlinked while open; its last
+ * close, once the kernel forgets it, removes it and its data, and a
+ * link(2) of it gives it a name as any other file (zr_op_link()).
+ * @fdp receives the file's fd, installed as its cached fd; @e its entry,
+ * with a link count of 0, as the kernel wants it. @return 0 or -errno
+ * (-EOPNOTSUPP: the backing filesystem has no O_TMPFILE, or no orphan
+ * directory can be made).
+ */
+static int make_tmpfile(fuse_req_t req, int pfd, mode_t mode, int *fdp,
+			struct fuse_entry_param *e)
+{
+	struct zr_fs *fs = zr_fs_of(req);
+	char oname[NAME_MAX + 1] = "";
+	struct zr_inode *in;
+	struct stat st;
+	int fd, rc;
+
+	fd = openat(pfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode & 07777);
+	if (fd < 0)
+		return errno == EISDIR ? -EOPNOTSUPP : -errno;	/* (EISDIR: no O_TMPFILE) */
+	rc = give_to_caller(req, pfd, NULL, fd, S_IFREG, NULL, NULL);
+	if (rc == 0)
+		rc = zr_orphan_tmpfile(fs, fd, oname);
+	if (rc == 0)
+		rc = fstat(fd, &st) < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = do_lookup_stat(fs, &fs->orphans, fs->orphans.fd, oname, &st, e);
+	if (rc) {
+		if (*oname)
+			(void)unlinkat(fs->orphans.fd, oname, 0);
+		close(fd);
+		return rc;
+	}
+	in = zr_inode_from_ino(fs, e->ino);
+	zr_fd_install(fs, in, fd);
+	pthread_rwlock_wrlock(&in->lock);
+	zr_orphan_attach(fs, in, false);
+	pthread_rwlock_unlock(&in->lock);
+	e->attr.st_nlink = 0;
+	*fdp = fd;
+	return 0;
+}
+
 static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 mode_t mode, struct fuse_file_info *fi)
 {
@@ -1593,6 +1648,17 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	mode = new_mode(req, pfd, mode);
+	if (strcmp(name, zr_tmpfile_name) == 0) {
+		rc = make_tmpfile(req, pfd, mode, &fd, &e);
+		zr_fd_put(fs, p);
+		if (rc) {
+			fuse_reply_err(req, -rc);
+			return;
+		}
+		created = true;
+		in = zr_inode_from_ino(fs, e.ino);
+		goto begin;
+	}
 	/* O_EXCL first, to know whether the file is new (empty, without
 	 * capabilities: zr_data_attach() need not look) */
 	fd = openat(pfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
@@ -1631,6 +1697,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* the fd we created with becomes the inode's cached fd */
 	zr_fd_install(fs, zr_inode_from_ino(fs, e.ino), fd);
 	in = zr_inode_from_ino(fs, e.ino);
+begin:
 	/* (the name may be gone already: another process that found it
 	 * removed it; the handle then fails as an open would) */
 	rc = handle_begin(in);

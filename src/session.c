@@ -933,6 +933,30 @@ static ssize_t next_request(struct zr_fs *fs, void *buf, size_t len)
 	return n;
 }
 
+/** The name the kernel sends with FUSE_TMPFILE, and zr_op_create() knows a
+ * nameless file by ("/", which no entry can be called). */
+const char zr_tmpfile_name[] = "/";
+
+/**
+ * zr_session_map_request() - turn a request libfuse 3.14 cannot dispatch
+ * into one it can, in place, before it is served (from /dev/fuse or a
+ * ring). FUSE_TMPFILE (open(2) with O_TMPFILE, Linux 6.1) has the
+ * arguments of a FUSE_CREATE and wants its reply, and its name is "/":
+ * it becomes a FUSE_CREATE of that name, which zr_op_create() serves as
+ * a file without a name. libfuse would answer it ENOSYS otherwise.
+ * @buf, @n: the request as /dev/fuse delivers it.
+ */
+void zr_session_map_request(void *buf, size_t n)
+{
+	struct fuse_in_header *in = buf;
+	const char *name = (const char *)(in + 1) + sizeof(struct fuse_create_in);
+
+	if (in->opcode == FUSE_TMPFILE &&
+	    n >= sizeof(*in) + sizeof(struct fuse_create_in) + sizeof(zr_tmpfile_name) &&
+	    memcmp(name, zr_tmpfile_name, sizeof(zr_tmpfile_name)) == 0)
+		in->opcode = FUSE_CREATE;
+}
+
 /**
  * zr_session_note_request() - what every request read does on its way in,
  * from /dev/fuse or a ring (uring.c): note it for the CPU latency request
@@ -1024,6 +1048,7 @@ static ssize_t zr_io_read(int fd, void *buf, size_t len, void *userdata)
 		return n;
 	set_serving(true);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cstate);
+	zr_session_map_request(buf, (size_t)n);
 	zr_session_note_request(fs, buf, (size_t)n);
 	pthread_setcancelstate(cstate, NULL);
 	return n;

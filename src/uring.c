@@ -554,6 +554,7 @@ static bool serve(struct zr_uring_ent *e)
 	e->reply_len = 0;
 	__atomic_store_n(&e->unique, in.unique, __ATOMIC_RELEASE);
 
+	zr_session_map_request(msg, in.len);
 	zr_session_note_request(e->fs, msg, in.len);
 	memset(&fb, 0, sizeof(fb));
 	fb.mem = msg;
