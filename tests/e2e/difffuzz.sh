@@ -35,7 +35,10 @@
 # checked only with ZR_DIFFFUZZ_STRICT=1: a truncate(2) to the size the
 # file has moves the mtime on tmpfs (Linux 6.18) and not on zramfs, where
 # the kernel owns a cached file's mtime and moves it only when the size
-# changes (the backing file keeps the time the mount shows, 7cf5864).
+# changes (the backing file keeps the time the mount shows, 7cf5864); and
+# after such a truncate(2) the kernel never sends the mtime that an earlier
+# write still in its cache set, so the backing file keeps the daemon's (up
+# to a jiffy off) and the file's mtime moves across the unmount.
 . "$(dirname "$0")/lib.sh"
 SEED=${ZR_DIFFFUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 OPS=${ZR_DIFFFUZZ_OPS:-2500}
