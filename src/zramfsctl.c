@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1015,6 +1016,7 @@ static int do_umount(const char *arg, bool lazy)
 	struct zr_kvlist stats = { 0 };
 	uint64_t pid = 0;
 	struct statfs sfs;
+	struct statvfs svfs;
 	char *path;
 	int fd, n, pidfd = -1, rc = EXIT_ERR, e;
 	bool told = false, watching;
@@ -1054,7 +1056,10 @@ static int do_umount(const char *arg, bool lazy)
 			close(fd);
 		}
 		umount_watch_step("the command 'writeback all'", 0);
-		e = -send_command(m.mnt, "writeback all");
+		/* a read-only mount (-o ro) holds nothing to write back, and
+		 * its control file cannot be opened for writing (helper-72) */
+		e = statvfs(m.mnt, &svfs) == 0 && (svfs.f_flag & ST_RDONLY) ? 0 :
+			-send_command(m.mnt, "writeback all");
 		if (e) {
 			if (e == EACCES || e == EPERM)
 				no_entry(m.mnt);
