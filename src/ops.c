@@ -778,19 +778,28 @@ static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, buf);
 }
 
-/* Whether the caller of @req is in group @gid (primary or supplementary). */
+/* Whether the caller of @req is in group @gid (primary or supplementary;
+ * all of them, however many: a group whose ACL entry denies must be seen,
+ * helper-72). Without memory for a long list, says no. */
 static bool caller_in_group(fuse_req_t req, gid_t gid)
 {
-	gid_t groups[64];
-	int n;
+	gid_t some[64], *groups = some;
+	int n, max = (int)ZR_ARRAY_SIZE(some);
+	bool in = false;
 
 	if (fuse_req_ctx(req)->gid == gid)
 		return true;
-	n = fuse_req_getgroups(req, (int)ZR_ARRAY_SIZE(groups), groups);
-	for (int i = 0; i < n && i < (int)ZR_ARRAY_SIZE(groups); i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
+	n = fuse_req_getgroups(req, max, groups);
+	if (n > max) {
+		max = n;
+		groups = malloc(sizeof(*groups) * (size_t)max);
+		n = groups ? fuse_req_getgroups(req, max, groups) : 0;
+	}
+	for (int i = 0; i < n && i < max && !in; i++)
+		in = groups[i] == gid;
+	if (groups != some)
+		free(groups);
+	return in;
 }
 
 /* The tags of the entries of a system.posix_acl_access value, and its

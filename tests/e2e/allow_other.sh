@@ -92,6 +92,16 @@ if command -v setfacl >/dev/null; then
 	as_nobody bash -c "echo more >>'$M/pub/acl-grant'" ||
 		fail "nobody cannot append through O_CREAT to a file whose ACL grants it rw"
 	zr_expect_err "Permission denied" as_nobody bash -c "echo x >>'$M/pub/acl-mask'"
+	# a caller in 70 groups, the last of which the ACL denies, opens it
+	# to read: all of them are read (the first 64 only were, and other's
+	# r let it in)
+	! as_nobody stat "$M/pub/acl-groups" >/dev/null 2>&1 || fail "pub/acl-groups exists already"
+	echo groups >"$B/pub/acl-groups" && chmod 0604 "$B/pub/acl-groups" &&
+		setfacl -m g:1070:---,m::rw "$B/pub/acl-groups"
+	zr_expect_err "Permission denied" setpriv --reuid=$U --regid=$U \
+		--groups="$(seq -s, 1001 1070)" -- bash -c "python3 -c '
+import os, sys
+os.open(sys.argv[1], os.O_RDONLY | os.O_CREAT, 0o644)' '$M/pub/acl-groups'"
 	[ "$(cat "$B/pub/acl-deny")" = deny ] || fail "backing pub/acl-deny changed: $(cat "$B/pub/acl-deny")"
 	[ "$(cat "$B/pub/acl-mask")" = mask ] || fail "backing pub/acl-mask changed: $(cat "$B/pub/acl-mask")"
 	zr_umount
