@@ -491,6 +491,7 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
 		   char oname[NAME_MAX + 1]);
 int zr_orphan_tmpfile(struct zr_fs *fs, int fd, char oname[NAME_MAX + 1]);
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname);
+void zr_orphan_linked(struct zr_fs *fs, struct zr_inode *ino);
 void zr_orphan_attach(struct zr_fs *fs, struct zr_inode *ino, bool linked);
 bool zr_orphan_remove(struct zr_fs *fs, struct zr_inode *ino);
 void zr_fs_drop_orphans(struct zr_fs *fs);

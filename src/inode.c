@@ -438,9 +438,11 @@ int zr_orphan_link(struct zr_fs *fs, struct zr_inode *ino, int pfd, const char *
  * name, no link), a name in the orphan directory, made on first use: the
  * name zramfs reaches it by, as a file unlinked while open, until its
  * last close or a link(2) that gives it a name of the user's. The name
- * goes to @oname. @return 0, or -errno: -EOPNOTSUPP when there can be no
- * orphan directory here (the caller's O_TMPFILE then fails so, as on a
- * filesystem without it).
+ * goes to @oname. @return 0, or -errno: out of space, quota, fds or memory
+ * as such, any other failure as -EOPNOTSUPP (no orphan directory here, a
+ * directory on another filesystem than the backing root, no hard links,
+ * no /proc: the caller's O_TMPFILE then fails as on a filesystem without
+ * it, which callers such as glibc's tmpfile() know to fall back from).
  */
 int zr_orphan_tmpfile(struct zr_fs *fs, int fd, char oname[NAME_MAX + 1])
 {
@@ -450,21 +452,21 @@ int zr_orphan_tmpfile(struct zr_fs *fs, int fd, char oname[NAME_MAX + 1])
 
 	*oname = '\0';
 	rc = orphans_ready(fs);
-	if (rc)
-		return rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE ||
-		       rc == -ENOMEM ? rc : -EOPNOTSUPP;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	orphan_name(fs, st.st_ino, oname);
-	/* (by the fd needs CAP_DAC_READ_SEARCH; through /proc, not) */
-	if (linkat(fd, "", fs->orphans.fd, oname, AT_EMPTY_PATH) == 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, path, fs->orphans.fd, oname, AT_SYMLINK_FOLLOW) == 0)
-		return 0;
-	rc = -errno;
-	*oname = '\0';
-	return rc;
+	if (rc == 0)
+		rc = fstat(fd, &st) < 0 ? -errno : 0;
+	if (rc == 0) {
+		orphan_name(fs, st.st_ino, oname);
+		/* (by the fd needs CAP_DAC_READ_SEARCH; through /proc, not) */
+		if (linkat(fd, "", fs->orphans.fd, oname, AT_EMPTY_PATH) == 0)
+			return 0;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (linkat(AT_FDCWD, path, fs->orphans.fd, oname, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		rc = -errno;
+		*oname = '\0';
+	}
+	return rc == -ENOSPC || rc == -EDQUOT || rc == -EMFILE || rc == -ENFILE ||
+	       rc == -ENOMEM ? rc : -EOPNOTSUPP;
 }
 
 /* Remove @oname from the orphan directory; when unlinkat fails it is
@@ -490,6 +492,40 @@ static bool orphan_name_remove(struct zr_fs *fs, struct zr_inode *ino, const cha
 void zr_orphan_unlink(struct zr_fs *fs, struct zr_inode *ino, const char *oname)
 {
 	(void)orphan_name_remove(fs, ino, oname);
+}
+
+/**
+ * zr_orphan_linked() - orphaned @ino was just given a name of the user's
+ * by a LINK that zramfs made and knows (a file made with O_TMPFILE, then
+ * linkat(2)): that name reaches it now, and the orphan's goes, so that the
+ * usual create-then-link of a file leaves nothing in the orphan directory
+ * (helper-72: each kept its orphan's name until the kernel forgot it, and
+ * was written back by age into it once unlinked again). When unlinkat
+ * fails it is logged, and the next mount removes the name. Caller holds
+ * ino->lock for writing.
+ */
+void zr_orphan_linked(struct zr_fs *fs, struct zr_inode *ino)
+{
+	char name[NAME_MAX + 1] = "";
+	struct zr_alias *a;
+	bool known = false;
+
+	pthread_rwlock_rdlock(&fs->ns_lock);
+	if (__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED))
+		for (a = ino->aliases; a; a = a->next) {
+			if (a->parent == &fs->orphans)
+				snprintf(name, sizeof(name), "%s", a->name);
+			else
+				known = true;
+		}
+	pthread_rwlock_unlock(&fs->ns_lock);
+	if (!*name || !known)
+		return;
+	(void)orphan_name_remove(fs, ino, name);
+	pthread_rwlock_wrlock(&fs->ns_lock);
+	__atomic_store_n(&ino->orphaned, false, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&fs->ns_lock);
+	__atomic_sub_fetch(&fs->norphans, 1, __ATOMIC_RELAXED);
 }
 
 /**

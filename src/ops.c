@@ -1484,6 +1484,13 @@ static void zr_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	}
 	zr_fd_put(fs, np);
 	at_put(fs, &at);
+	/* a file reached by an orphan's name (O_TMPFILE) has one of the
+	 * user's now: the orphan's goes */
+	if (rc == 0 && __atomic_load_n(&in->orphaned, __ATOMIC_RELAXED)) {
+		pthread_rwlock_wrlock(&in->lock);
+		zr_orphan_linked(fs, in);
+		pthread_rwlock_unlock(&in->lock);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -1596,7 +1603,8 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * given to the caller, reached by a name in the orphan directory
  * (zr_orphan_tmpfile()) and counted as unlinked while open; its last
  * close, once the kernel forgets it, removes it and its data, and a
- * link(2) of it gives it a name as any other file (zr_op_link()).
+ * link(2) of it gives it a name as any other file, and ends the orphan's
+ * (zr_op_link(), zr_orphan_linked()).
  * @fdp receives the file's fd, installed as its cached fd; @e its entry,
  * with a link count of 0, as the kernel wants it. @return 0 or -errno
  * (-EOPNOTSUPP: the backing filesystem has no O_TMPFILE, or no orphan

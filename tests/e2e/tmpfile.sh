@@ -8,10 +8,12 @@
 # gets a name with linkat(AT_SYMLINK_FOLLOW) of /proc/self/fd/N and keeps
 # what is written after; one made with O_EXCL cannot be linked (ENOENT);
 # Python's tempfile.TemporaryFile (O_TMPFILE first) works; another user's
-# is that user's, and a setgid directory's group goes to it.  Then: the
-# linked files are in the backing directory with their data after the
-# unmount, and nothing else is (no file that was never linked, and the
-# orphan directory they were reached by is gone).  Before, FUSE_TMPFILE
+# is that user's, and a setgid directory's group goes to it.  Then: no
+# file is left in the orphan directory, by which a file is reached until a
+# link or its last close; O_TMPFILE in a directory on another filesystem
+# fails with EOPNOTSUPP; the linked files are in the backing directory
+# with their data after the unmount, and nothing else is (no file that was
+# never linked, and the orphan directory is gone).  Before, FUSE_TMPFILE
 # was answered ENOSYS and O_TMPFILE failed with EOPNOTSUPP.
 . "$(dirname "$0")/lib.sh"
 zr_init
@@ -105,13 +107,34 @@ if zr_stats_on; then
 	say "the big file's blocks left RAM while it had no name"
 	out=$(zr_stat bytes_written_backing)
 	[ "${out:-0}" -gt 4000000 ] || fail "bytes_written_backing is ${out:-0}: the 16 MiB file stayed in a 4 MiB budget?"
+	# a linked file's orphan name goes at the link, the others' at their
+	# last close: none is left while the kernel still holds the files
+	[ "$(zr_stat orphans)" = 0 ] || fail "orphans is $(zr_stat orphans) once every file is closed or linked"
+	left=$(ls -A "$B/.zramfs/unlinked" 2>/dev/null | tr '\n' ' ')
+	[ -z "$left" ] || fail "the orphan directory holds: $left"
 fi
+
+say "O_TMPFILE in a directory on another filesystem: EOPNOTSUPP"
+# (the orphan's name cannot be linked across filesystems)
+mkdir "$B/other"
+mount -t tmpfs -o size=1m tmpfs "$B/other" || fail "cannot mount a tmpfs on $B/other"
+python3 -c '
+import errno, os, sys
+try:
+    os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)
+    print("opened")
+except OSError as e:
+    print("EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno])
+' "$M/other" >"$ZR_TMP/other.out"
+[ "$(cat "$ZR_TMP/other.out")" = EOPNOTSUPP ] ||
+	fail "O_TMPFILE under a mount in the backing tree: $(cat "$ZR_TMP/other.out"), expected EOPNOTSUPP"
 
 say "after the unmount: the linked files in the backing directory, nothing else"
 zr_sums "$M" >"$ZR_TMP/sums"
 zr_umount
 zr_same_sums "$ZR_TMP/sums" "$B" "the backing directory after the unmount"
 [ ! -e "$B/.zramfs" ] || fail "the backing directory still has .zramfs: $(ls -lAR "$B/.zramfs")"
+umount -l "$B/other" || fail "cannot unmount $B/other"
 left=$(cd "$B" && find . -type f | sort | tr '\n' ' ')
 [ "$left" = "./group/grouped ./shared/nobodys ./small ./sub/big " ] ||
 	fail "the backing directory holds: $left"
