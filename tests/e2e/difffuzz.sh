@@ -1,13 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # difffuzz: zramfs against tmpfs, operation by operation.  zr_difffuzz runs
-# the same random operations (open/create with O_EXCL, O_TRUNC, O_APPEND;
-# write, pwrite, read of 1 B..300 KiB; truncate, ftruncate, fallocate and
-# hole punches; fsync; renameat2 with RENAME_NOREPLACE and RENAME_EXCHANGE;
-# link, unlink of open files, mkdir, rmdir, symlink, readlink, chmod,
-# utimensat, user.* xattrs, stat, readdir) in a directory of the mount and
-# in a directory on tmpfs, and fails on the first call whose result, errno,
-# data or attributes differ.
+# the same random operations (open/create with O_EXCL, O_TRUNC, O_APPEND,
+# O_DIRECT; write, pwrite, read of 1 B..300 KiB, 4 KiB-aligned on O_DIRECT
+# descriptors; writes and ftruncate as user 1000, which clear set-id bits;
+# truncate, ftruncate, fallocate and hole punches; fsync; renameat2 with
+# RENAME_NOREPLACE and RENAME_EXCHANGE; link, unlink of open files, mkdir,
+# rmdir, symlink, readlink, chmod with S_ISUID, S_ISGID, S_ISVTX; chown,
+# lchown, fchown to other users and groups; utimensat, user.* xattrs, stat,
+# readdir; mmap(MAP_SHARED) with stores, loads, msync and munmap, inside
+# the size; copy_file_range between files and within one, also past the
+# end of the source; FIFOs made with mknod, renamed, unlinked, stat) in a
+# directory of the mount and in a directory on tmpfs, and fails on the
+# first call whose result, errno, data or attributes differ.
 #
 # The run is cut into rounds.  Each round mounts zramfs with the next set
 # of options (so data written under one set is read back under another),
@@ -39,6 +44,11 @@
 # after such a truncate(2) the kernel never sends the mtime that an earlier
 # write still in its cache set, so the backing file keeps the daemon's (up
 # to a jiffy off) and the file's mtime moves across the unmount.
+# Two more, about set-id bits and chown by root (zr_difffuzz.c,
+# known_chown()): zramfs clears the S_ISGID of a file that is not group
+# executable and whose group root is not in, where Linux keeps it for a
+# caller with CAP_FSETID; and a chown(-1, -1) of a FIFO keeps its set-id
+# bits on zramfs, tmpfs clears S_ISUID (S_ISGID too when group executable).
 . "$(dirname "$0")/lib.sh"
 SEED=${ZR_DIFFFUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 OPS=${ZR_DIFFFUZZ_OPS:-2500}

@@ -7,19 +7,31 @@
  *
  * `run` performs random file-system operations in lockstep on directory A
  * (inside a zramfs mount) and directory B (on tmpfs, the reference), over a
- * small namespace (files f0..f3, directories d0..d2, symlinks s0, s1, two
- * levels deep) so that names collide: open/create (O_CREAT, O_EXCL,
- * O_TRUNC, O_APPEND, O_NOFOLLOW, O_DIRECTORY), write and pwrite of 1 B to
- * 300 KiB of seeded data at offsets that favour block boundaries and leave
- * holes, read and pread (the bytes compared), lseek, truncate and ftruncate
- * (grow, shrink, to the same size), fallocate (mode 0, KEEP_SIZE,
+ * small namespace (files f0..f3, directories d0..d2, symlinks s0, s1, FIFOs
+ * p0, p1, two levels deep) so that names collide: open/create (O_CREAT,
+ * O_EXCL, O_TRUNC, O_APPEND, O_NOFOLLOW, O_DIRECTORY, O_DIRECT), write and
+ * pwrite of 1 B to 300 KiB of seeded data at offsets that favour block
+ * boundaries and leave holes (on an O_DIRECT descriptor mostly 4 KiB
+ * aligned, from aligned buffers), now and then as user 1000 (setfsuid:
+ * without CAP_FSETID, so set-id bits are cleared), read and pread (the
+ * bytes compared), lseek, truncate and ftruncate (grow, shrink, to the
+ * same size; ftruncate also as user 1000), fallocate (mode 0, KEEP_SIZE,
  * PUNCH_HOLE), fsync/fdatasync, close, renameat2 (plain, RENAME_NOREPLACE,
  * RENAME_EXCHANGE, over existing files and directories), link, unlink (also
  * of open files, whose descriptors stay in use), mkdir, rmdir, symlink
  * (relative targets that never leave the tree) and readlink, chmod,
  * utimensat/futimens with explicit times, user.* xattrs (set with
  * XATTR_CREATE/REPLACE, get with short buffers, list, remove; by path, by
- * link and by descriptor), stat/lstat/fstat and readdir.  Each call must
+ * link and by descriptor), stat/lstat/fstat, readdir; mmap(MAP_SHARED)
+ * inside the file's size with stores, loads (compared), pread/pwrite
+ * through the descriptor and msync(MS_SYNC, MS_ASYNC) before the munmap;
+ * copy_file_range between two descriptors or within one (apart, now and
+ * then overlapping: EINVAL), from inside or past the end of the source;
+ * chown, lchown and fchown to other users and groups, often after a chmod
+ * with S_ISUID, S_ISGID (with or without group execute), S_ISVTX (the
+ * set-id bits a chown clears, compared with a stat after it); FIFOs made
+ * with mknodat, renamed (onto FIFO names only), unlinked, stat, chmod and
+ * lchown (never opened: an open would block).  Each call must
  * return the same value (or the same errno) on both sides; data read, link
  * targets, xattr values, sorted xattr lists and sorted directory listings
  * must be equal; stat must agree on type, mode, uid, gid, nlink (of a
@@ -47,7 +59,8 @@
  * moves it only when the size changes), and across the unmount the mtime
  * of a file that had one (the kernel then never sends the time an earlier
  * write still in its cache set, which the backing file therefore lacks:
- * it keeps the daemon's, up to a jiffy off).  (The mtimes of files fallocate
+ * it keeps the daemon's, up to a jiffy off); two chowns that zramfs
+ * answers otherwise (see known_chown()).  (The mtimes of files fallocate
  * was called on, that an open with O_CREAT|O_TRUNC made, or written with
  * cache=writethrough, changed across the unmount until a fix made after
  * this fuzzer found them; -S checks them always.)
@@ -80,6 +93,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -117,6 +134,9 @@
 #define MAX_REPORT 20		/* differences a comparison prints */
 #define BALLAST "ballast"	/* -B: a file no operation picks */
 #define BALLAST_CHUNK 65536
+#define DIO_ALIGN 4096		/* O_DIRECT: buffers, offsets and lengths */
+#define PAGE 4096		/* mmap offsets */
+#define OTHER_ID 1000		/* the fsuid and fsgid of writes "as another user" */
 
 enum df_op {
 	OP_OPEN, OP_CLOSE, OP_WRITE, OP_PWRITE, OP_READ, OP_PREAD, OP_LSEEK,
@@ -124,7 +144,7 @@ enum df_op {
 	OP_READFILE, OP_RENAME, OP_LINK, OP_UNLINK, OP_MKDIR, OP_RMDIR,
 	OP_SYMLINK, OP_READLINK, OP_CHMOD, OP_UTIMENS, OP_SETXATTR,
 	OP_GETXATTR, OP_LISTXATTR, OP_REMOVEXATTR, OP_FXATTR, OP_READDIR,
-	OP_PAUSE, OP_NR
+	OP_MMAP, OP_COPYRANGE, OP_CHOWN, OP_FIFO, OP_PAUSE, OP_NR
 };
 
 static const char *const op_names[OP_NR] = {
@@ -133,7 +153,7 @@ static const char *const op_names[OP_NR] = {
 	"readfile", "rename", "link", "unlink", "mkdir", "rmdir",
 	"symlink", "readlink", "chmod", "utimens", "setxattr",
 	"getxattr", "listxattr", "removexattr", "fxattr", "readdir",
-	"pause",
+	"mmap", "copyrange", "chown", "fifo", "pause",
 };
 
 /* relative frequency of each operation */
@@ -145,7 +165,8 @@ static const unsigned op_weight[OP_NR] = {
 	[OP_UNLINK] = 5, [OP_MKDIR] = 4, [OP_RMDIR] = 3, [OP_SYMLINK] = 3,
 	[OP_READLINK] = 2, [OP_CHMOD] = 3, [OP_UTIMENS] = 6, [OP_SETXATTR] = 4,
 	[OP_GETXATTR] = 3, [OP_LISTXATTR] = 2, [OP_REMOVEXATTR] = 2,
-	[OP_FXATTR] = 3, [OP_READDIR] = 4, [OP_PAUSE] = 1,
+	[OP_FXATTR] = 3, [OP_READDIR] = 4, [OP_MMAP] = 3, [OP_COPYRANGE] = 3,
+	[OP_CHOWN] = 2, [OP_FIFO] = 2, [OP_PAUSE] = 1,
 };
 
 /* The outcome of one call on one side. */
@@ -167,7 +188,7 @@ struct slot {
 /* One entry of B found by the last scan. */
 struct ent {
 	char path[PATH_LEN];
-	char type;		/* 'f' file, 'd' directory, 'l' symlink, 'o' other */
+	char type;		/* 'f' file, 'd' directory, 'l' symlink, 'p' FIFO, 'o' other */
 	int depth;		/* 0 for a name in the root */
 };
 
@@ -303,6 +324,17 @@ static void *xmalloc(size_t n)
 
 	if (!p)
 		fatal("out of memory");
+	return p;
+}
+
+/* Zeroed memory aligned to DIO_ALIGN (for O_DIRECT), never NULL (free with free). */
+static void *xmalloc_aligned(size_t n)
+{
+	void *p;
+
+	if (posix_memalign(&p, DIO_ALIGN, n) != 0)
+		fatal("out of memory");
+	memset(p, 0, n);
 	return p;
 }
 
@@ -457,6 +489,9 @@ static const char *gen_data(struct fz *z, uint64_t len, uint64_t off)
 static const char *const leaf_file[] = { "f0", "f1", "f2", "f3" };
 static const char *const leaf_dir[] = { "d0", "d1", "d2" };
 static const char *const leaf_link[] = { "s0", "s1" };
+/* FIFOs have names of their own: no other operation opens them (an open
+ * would block) or makes a file, directory or symlink by such a name */
+static const char *const leaf_fifo[] = { "p0", "p1" };
 /* parents made up (some do not exist, f0 is a file: ENOENT, ENOTDIR) */
 static const char *const made_parent[] = {
 	"", "", "d0", "d1", "d2", "d0/d1", "d1/d0", "d2/d2", "f0", "d0/f1",
@@ -468,15 +503,17 @@ static const char *const made_parent[] = {
 #define K_DIR 2
 #define K_LINK 4
 #define K_ANY (K_FILE | K_DIR | K_LINK)
+#define K_FIFO 8		/* only when asked for: not in K_ANY */
 
 static char type_of(mode_t m)
 {
-	return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : 'o';
+	return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : S_ISFIFO(m) ? 'p' : 'o';
 }
 
 static unsigned kind_of(char type)
 {
-	return type == 'f' ? K_FILE : type == 'd' ? K_DIR : type == 'l' ? K_LINK : 0;
+	return type == 'f' ? K_FILE : type == 'd' ? K_DIR : type == 'l' ? K_LINK :
+	       type == 'p' ? K_FIFO : 0;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -633,7 +670,7 @@ static bool pick_parent(struct fz *z, char *out)
 
 static const char *leaf(struct fz *z, unsigned mask)
 {
-	unsigned pool[3], k = 0, which;
+	unsigned pool[4], k = 0, which;
 
 	if (mask & K_FILE)
 		pool[k++] = K_FILE;
@@ -641,11 +678,15 @@ static const char *leaf(struct fz *z, unsigned mask)
 		pool[k++] = K_DIR;
 	if (mask & K_LINK)
 		pool[k++] = K_LINK;
+	if (mask & K_FIFO)
+		pool[k++] = K_FIFO;
 	which = k ? pool[below(z, k)] : K_FILE;
 	if (which == K_DIR)
 		return leaf_dir[below(z, NELEM(leaf_dir))];
 	if (which == K_LINK)
 		return leaf_link[below(z, NELEM(leaf_link))];
+	if (which == K_FIFO)
+		return leaf_fifo[below(z, NELEM(leaf_fifo))];
 	return leaf_file[below(z, NELEM(leaf_file))];
 }
 
@@ -1201,11 +1242,12 @@ static const char *flag_str(int flags)
 	static char s[128];
 	int acc = flags & O_ACCMODE;
 
-	snprintf(s, sizeof(s), "%s%s%s%s%s%s%s",
+	snprintf(s, sizeof(s), "%s%s%s%s%s%s%s%s",
 		 acc == O_RDONLY ? "O_RDONLY" : acc == O_WRONLY ? "O_WRONLY" : "O_RDWR",
 		 flags & O_CREAT ? "|O_CREAT" : "", flags & O_EXCL ? "|O_EXCL" : "",
 		 flags & O_TRUNC ? "|O_TRUNC" : "", flags & O_APPEND ? "|O_APPEND" : "",
-		 flags & O_NOFOLLOW ? "|O_NOFOLLOW" : "", flags & O_DIRECTORY ? "|O_DIRECTORY" : "");
+		 flags & O_NOFOLLOW ? "|O_NOFOLLOW" : "", flags & O_DIRECTORY ? "|O_DIRECTORY" : "",
+		 flags & O_DIRECT ? "|O_DIRECT" : "");
 	return s;
 }
 
@@ -1280,6 +1322,8 @@ static void do_open(struct fz *z)
 		flags |= O_NOFOLLOW;
 	if (chance(z, 4))
 		flags |= O_DIRECTORY;
+	if (chance(z, 6))
+		flags |= O_DIRECT;
 	existed = b_ino(z, path, true) != 0;
 	was_link = fstatat(z->root[1], path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
 	note(z, "open %s %s %04o", path, flag_str(flags), mode);
@@ -1314,6 +1358,54 @@ static void do_close(struct fz *z)
 		do_close_slot(z, i);
 }
 
+/*
+ * An O_DIRECT descriptor: mostly an offset and a length that are multiples
+ * of DIO_ALIGN (the buffers are aligned); now and then left as they are.
+ */
+static void dio_align(struct fz *z, uint64_t *off, uint64_t *len)
+{
+	if (chance(z, 10))
+		return;
+	*off &= ~(uint64_t)(DIO_ALIGN - 1);
+	*len &= ~(uint64_t)(DIO_ALIGN - 1);
+	if (*len == 0)
+		*len = DIO_ALIGN;
+}
+
+/*
+ * Make the calls that follow as user and group OTHER_ID (@on), or as root
+ * again: a file-system uid other than 0 drops CAP_FSETID, so that a write
+ * or a truncate clears the set-user-ID bit (and set-group-ID where the
+ * kernel says so).  The descriptors stay open: no permission is checked.
+ */
+static void as_other(struct fz *z, bool on)
+{
+	if (on) {
+		append(z, " as %d:%d", OTHER_ID, OTHER_ID);
+		setfsgid(OTHER_ID);
+		setfsuid(OTHER_ID);
+		if ((int)setfsuid((uid_t)-1) != OTHER_ID)
+			fatal("setfsuid(%d) did not take", OTHER_ID);
+	} else {
+		setfsuid(0);
+		setfsgid(0);
+		if (setfsuid((uid_t)-1) != 0)
+			fatal("setfsuid(0) did not take");
+	}
+}
+
+/* fstat slot @i on both sides and compare (in the current log entry). */
+static void fstat_both(struct fz *z, int i)
+{
+	struct stat st[2];
+	struct res r[2];
+
+	append(z, "; fstat");
+	BOTH(r, fstat(z->slots[i].fd[S], &st[S]));
+	if (same(z, r, true))
+		check_stat(z, st);
+}
+
 static void do_write(struct fz *z, bool positional)
 {
 	int i = pick_slot(z, true);
@@ -1322,6 +1414,7 @@ static void do_write(struct fz *z, bool positional)
 	uint64_t off, len, size;
 	struct res r[2];
 	const char *kind;
+	bool other;
 
 	if (i < 0)
 		return;
@@ -1329,16 +1422,25 @@ static void do_write(struct fz *z, bool positional)
 	size = fstat(sl->fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	off = pick_off(z, size);
 	len = pick_len(z);
+	if (sl->flags & O_DIRECT)
+		dio_align(z, &off, &len);
+	other = chance(z, 8);
 	kind = gen_data(z, len, off);
-	if (positional) {
+	if (positional)
 		note(z, "pwrite %s off %#" PRIx64 " len %#" PRIx64 " %s", slot_str(z, i), off, len, kind);
-		BOTH(r, pwrite(sl->fd[S], z->wbuf, len, (off_t)off));
-	} else {
+	else
 		note(z, "write %s len %#" PRIx64 " %s", slot_str(z, i), len, kind);
+	if (other)
+		as_other(z, true);
+	if (positional)
+		BOTH(r, pwrite(sl->fd[S], z->wbuf, len, (off_t)off));
+	else
 		BOTH(r, write(sl->fd[S], z->wbuf, len));
-	}
+	if (other)
+		as_other(z, false);
 	unmark(z, sl->bino);
-	same(z, r, true);
+	if (same(z, r, true) && other)
+		fstat_both(z, i);
 }
 
 static void do_read(struct fz *z, bool positional)
@@ -1355,6 +1457,8 @@ static void do_read(struct fz *z, bool positional)
 	size = fstat(sl->fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	off = chance(z, 80) ? below(z, size + 1) : pick_off(z, size);
 	len = pick_len(z);
+	if (sl->flags & O_DIRECT)
+		dio_align(z, &off, &len);
 	if (positional) {
 		note(z, "pread %s off %#" PRIx64 " len %#" PRIx64, slot_str(z, i), off, len);
 		BOTH(r, pread(sl->fd[S], z->rbuf[S], len, (off_t)off));
@@ -1441,15 +1545,22 @@ static void do_ftruncate(struct fz *z)
 	struct stat st;
 	uint64_t size, to;
 	struct res r[2];
+	bool other;
 
 	if (i < 0)
 		return;
 	size = fstat(z->slots[i].fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	to = pick_size(z, size);
+	other = chance(z, 8);
 	note(z, "ftruncate %s to %#" PRIx64 " (from %#" PRIx64 ")", slot_str(z, i), to, size);
+	if (other)
+		as_other(z, true);
 	BOTH(r, ftruncate(z->slots[i].fd[S], (off_t)to));
+	if (other)
+		as_other(z, false);
 	unmark(z, z->slots[i].bino);
-	same(z, r, true);
+	if (same(z, r, true) && other)
+		fstat_both(z, i);
 }
 
 static void do_fallocate(struct fz *z)
@@ -1979,6 +2090,445 @@ static void do_readdir(struct fz *z)
 	free_names(names[1], n[1]);
 }
 
+/* --- mmap --------------------------------------------------------------- */
+
+/* A SIGBUS (a store or load past the end of a file, or an I/O error of
+ * the mapping) jumps back here instead of killing the fuzzer. */
+static sigjmp_buf bus_jmp;
+static volatile sig_atomic_t bus_armed;
+
+static void on_sigbus(int sig)
+{
+	(void)sig;
+	if (bus_armed)
+		siglongjmp(bus_jmp, 1);
+	signal(SIGBUS, SIG_DFL);
+	raise(SIGBUS);
+}
+
+/* Copy @len bytes from @src to @dst, one of them in a mapping; @return
+ * false on a SIGBUS. */
+static bool map_copy(void *dst, const void *src, size_t len)
+{
+	if (sigsetjmp(bus_jmp, 1)) {
+		bus_armed = 0;
+		return false;
+	}
+	bus_armed = 1;
+	memcpy(dst, src, len);
+	bus_armed = 0;
+	return true;
+}
+
+/* Both map_copy() calls of a step: diverge if either side took a SIGBUS. */
+static void map_copy_both(struct fz *z, void *dst[2], const void *src[2], size_t len,
+			  const char *what)
+{
+	bool ok[2];
+
+	for (int s = 0; s < 2; s++)
+		ok[s] = map_copy(dst[s], src[s], len);
+	if (!ok[0] || !ok[1])
+		diverge(z, "mmap: SIGBUS on %s during a %s of %zu bytes inside the file's size",
+			!ok[0] && !ok[1] ? "both sides" : !ok[0] ? "A" : "B", what, len);
+}
+
+/* An offset and a length inside [0, @mlen): its bytes are in the file. */
+static void map_range(struct fz *z, uint64_t mlen, uint64_t *o, uint64_t *l)
+{
+	*o = chance(z, 30) ? below(z, mlen / PAGE + 1) * PAGE : below(z, mlen);
+	if (*o >= mlen)
+		*o = mlen - 1;
+	*l = pick_len(z);
+	if (*l > mlen - *o)
+		*l = mlen - *o;
+}
+
+/*
+ * mmap(MAP_SHARED) of a descriptor, at a page inside the file, for a length
+ * that ends inside it (no SIGBUS: nothing past the size is touched), then
+ * 1-5 steps: stores into the mapping, loads from it (compared), pread and
+ * pwrite through the descriptor inside the size (the mapping sees them),
+ * msync(MS_SYNC or MS_ASYNC); munmap; now and then a pread of the mapped
+ * range after the munmap.  A file of size 0 is mapped and not touched.
+ */
+static void do_mmap(struct fz *z)
+{
+	int i = pick_slot(z, false), prot = chance(z, 75) ? PROT_READ | PROT_WRITE : PROT_READ;
+	struct slot *sl;
+	struct stat st;
+	uint64_t size, off, mlen, steps, o, l;
+	unsigned char *map[2];
+	struct res r[2];
+
+	if (i < 0)
+		return;
+	sl = &z->slots[i];
+	size = fstat(sl->fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
+	off = below(z, size / PAGE + (size % PAGE ? 1 : 0)) * PAGE;
+	mlen = size > off ? size - off : PAGE;
+	if (mlen > 2 * (uint64_t)MAX_IO)
+		mlen = chance(z, 50) ? 2 * (uint64_t)MAX_IO : 1 + below(z, 2 * (uint64_t)MAX_IO);
+	note(z, "mmap %s off %#" PRIx64 " len %#" PRIx64 " %s MAP_SHARED (size %#" PRIx64 ")",
+	     slot_str(z, i), off, mlen, prot & PROT_WRITE ? "PROT_READ|PROT_WRITE" : "PROT_READ",
+	     size);
+	for (int s = 0; s < 2; s++) {
+		errno = 0;
+		map[s] = mmap(NULL, mlen, prot, MAP_SHARED, sl->fd[s], (off_t)off);
+		r[s].ret = map[s] == MAP_FAILED ? -1 : 0;
+		r[s].err = map[s] == MAP_FAILED ? errno : 0;
+	}
+	if (!same(z, r, true)) {
+		for (int s = 0; s < 2; s++)
+			if (map[s] != MAP_FAILED)
+				munmap(map[s], mlen);
+		return;
+	}
+	if (z->verbose)
+		printf("%s\n", cur(z));
+	steps = size > off ? 1 + below(z, 5) : 0;
+	while (steps--) {
+		uint64_t what = below(z, 100);
+
+		map_range(z, mlen, &o, &l);
+		if (what < 40 && (prot & PROT_WRITE)) {
+			const char *kind = gen_data(z, l, off + o);
+			void *dst[2] = { map[0] + o, map[1] + o };
+			const void *src[2] = { z->wbuf, z->wbuf };
+
+			note(z, "  store into the mapping at %#" PRIx64 " len %#" PRIx64 " %s",
+			     off + o, l, kind);
+			map_copy_both(z, dst, src, l, "store");
+			unmark(z, sl->bino);
+			append(z, " -> ok");
+		} else if (what < 65) {
+			void *dst[2] = { z->rbuf[0], z->rbuf[1] };
+			const void *src[2] = { map[0] + o, map[1] + o };
+
+			note(z, "  load from the mapping at %#" PRIx64 " len %#" PRIx64, off + o, l);
+			map_copy_both(z, dst, src, l, "load");
+			check_data(z, z->rbuf[0], z->rbuf[1], l, off + o);
+			append(z, " -> ok");
+		} else if (what < 75) {
+			note(z, "  pread %s off %#" PRIx64 " len %#" PRIx64, slot_str(z, i), off + o, l);
+			BOTH(r, pread(sl->fd[S], z->rbuf[S], l, (off_t)(off + o)));
+			if (same(z, r, true) && r[0].ret > 0)
+				check_data(z, z->rbuf[0], z->rbuf[1], (size_t)r[0].ret, off + o);
+		} else if (what < 85) {
+			const char *kind = gen_data(z, l, off + o);
+
+			note(z, "  pwrite %s off %#" PRIx64 " len %#" PRIx64 " %s (mapped)",
+			     slot_str(z, i), off + o, l, kind);
+			BOTH(r, pwrite(sl->fd[S], z->wbuf, l, (off_t)(off + o)));
+			unmark(z, sl->bino);
+			same(z, r, true);
+		} else {
+			int flags = chance(z, 80) ? MS_SYNC : MS_ASYNC;
+
+			note(z, "  msync %s", flags == MS_SYNC ? "MS_SYNC" : "MS_ASYNC");
+			BOTH(r, msync(map[S], mlen, flags));
+			same(z, r, true);
+		}
+		if (z->verbose)
+			printf("%s\n", cur(z));
+	}
+	note(z, "  munmap");
+	BOTH(r, munmap(map[S], mlen));
+	same(z, r, true);
+	if (size > off && chance(z, 40)) {
+		l = mlen > MAX_IO ? MAX_IO : mlen;
+		append(z, "; pread off %#" PRIx64 " len %#" PRIx64, off, l);
+		BOTH(r, pread(sl->fd[S], z->rbuf[S], l, (off_t)off));
+		if (same(z, r, true) && r[0].ret > 0)
+			check_data(z, z->rbuf[0], z->rbuf[1], (size_t)r[0].ret, off);
+	}
+}
+
+/* --- copy_file_range ------------------------------------------------------ */
+
+/*
+ * copy_file_range(2) between two descriptors, or within one (mostly to a
+ * range that does not overlap: an overlap is EINVAL), from inside the
+ * source, at its end or past it, to an offset as writes pick them; now and
+ * then at the descriptors' positions (NULL offsets).
+ */
+static void do_copy_range(struct fz *z)
+{
+	int i = pick_slot(z, false), j = chance(z, 25) ? i : pick_slot(z, false);
+	bool at_pos = chance(z, 12);
+	struct stat st;
+	uint64_t size_in, size_out, off_in, off_out, len;
+	loff_t oi[2], oo[2];
+	struct res r[2];
+	char src[PATH_LEN + 160];
+
+	if (i < 0 || j < 0)
+		return;
+	/* (slot_str() has one buffer) */
+	snprintf(src, sizeof(src), "%s", slot_str(z, i));
+	size_in = fstat(z->slots[i].fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
+	size_out = fstat(z->slots[j].fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
+	off_in = chance(z, 75) ? below(z, size_in + 1) : pick_off(z, size_in);
+	len = chance(z, 3) ? 0 : pick_len(z);
+	off_out = pick_off(z, size_out);
+	if (z->slots[i].bino == z->slots[j].bino && chance(z, 85) &&
+	    off_out < off_in + len && off_in < off_out + len) {
+		/* apart: after the source range, or before it */
+		if (off_in >= len && chance(z, 50))
+			off_out = below(z, off_in - len + 1);
+		else
+			off_out = off_in + len + below(z, 8192);
+	}
+	if (at_pos) {
+		off_in = (uint64_t)lseek(z->slots[i].fd[1], 0, SEEK_CUR);
+		off_out = (uint64_t)lseek(z->slots[j].fd[1], 0, SEEK_CUR);
+		note(z, "copy_file_range %s (at %#" PRIx64 ") -> %s (at %#" PRIx64 ") len %#" PRIx64
+		     " (sizes %#" PRIx64 ", %#" PRIx64 ")", src, off_in, slot_str(z, j),
+		     off_out, len, size_in, size_out);
+		BOTH(r, copy_file_range(z->slots[i].fd[S], NULL, z->slots[j].fd[S], NULL, len, 0));
+	} else {
+		note(z, "copy_file_range %s off %#" PRIx64 " -> %s off %#" PRIx64 " len %#" PRIx64
+		     " (sizes %#" PRIx64 ", %#" PRIx64 ")", src, off_in, slot_str(z, j),
+		     off_out, len, size_in, size_out);
+		for (int s = 0; s < 2; s++) {
+			oi[s] = (loff_t)off_in;
+			oo[s] = (loff_t)off_out;
+		}
+		BOTH(r, copy_file_range(z->slots[i].fd[S], &oi[S], z->slots[j].fd[S], &oo[S], len, 0));
+	}
+	if (same(z, r, true) && r[0].ret > 0)
+		unmark(z, z->slots[j].bino);
+	if (!at_pos && r[0].ret >= 0 && (oi[0] != oi[1] || oo[0] != oo[1]))
+		diverge(z, "copy_file_range: the offsets moved to %#llx, %#llx on A, %#llx, %#llx on B",
+			(unsigned long long)oi[0], (unsigned long long)oo[0],
+			(unsigned long long)oi[1], (unsigned long long)oo[1]);
+}
+
+/* --- chown and set-id bits ----------------------------------------------- */
+
+static const int owner_ids[] = { -1, 0, OTHER_ID, OTHER_ID + 1, 65534 };
+
+/*
+ * Whether a chown by root to @uid:@gid of what B's @st describes is one
+ * that zramfs is known to answer otherwise (compared only with -t):
+ * @return what differs, or NULL.
+ *  - A regular file set-group-ID and not group-executable, of a group
+ *    root is not in (not 0), given a new owner or group: Linux keeps the
+ *    bit for a caller with CAP_FSETID, zramfs (its FATTR_KILL_SUIDGID
+ *    handling, src/session.c kill_suidgid()) clears it.
+ *  - A FIFO with set-id bits, chown(-1, -1): Linux clears S_ISUID (and
+ *    S_ISGID when group-executable), zramfs keeps them (it clears set-id
+ *    bits of regular files only).
+ */
+static const char *known_chown(const struct stat *st, int uid, int gid)
+{
+	if (S_ISREG(st->st_mode) && (uid != -1 || gid != -1) && st->st_gid != 0 &&
+	    (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID)
+		return "kept S_ISGID of a file outside root's groups";
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && uid == -1 && gid == -1 &&
+	    (st->st_mode & (S_ISUID | S_ISGID)))
+		return "set-id bits of a FIFO on chown(-1, -1)";
+	return NULL;
+}
+
+/*
+ * chown, lchown (fchownat with AT_SYMLINK_NOFOLLOW) or fchown to root or to
+ * other users and groups (-1: unchanged), now and then after a chmod that
+ * sets S_ISUID, S_ISGID (with or without group execute) or S_ISVTX, so that
+ * the clearing of set-id bits a chown makes is compared; then stat.
+ */
+static void do_chown(struct fz *z)
+{
+	char path[PATH_LEN];
+	int i = pick_slot(z, true), flags = chance(z, 30) ? AT_SYMLINK_NOFOLLOW : 0;
+	bool by_fd = i >= 0 && chance(z, 25);
+	int uid = owner_ids[below(z, NELEM(owner_ids))];
+	int gid = owner_ids[below(z, NELEM(owner_ids))];
+	struct stat st[2];
+	struct res r[2];
+
+	if (!by_fd)
+		pick_path(z, chance(z, 10) ? K_ANY | K_FIFO : K_ANY, path);
+	if (chance(z, 45)) {
+		bool dir;
+		mode_t mode;
+
+		if (by_fd)
+			dir = z->slots[i].is_dir;
+		else
+			dir = fstatat(z->root[1], path, &st[1], 0) == 0 && S_ISDIR(st[1].st_mode);
+		mode = (mode_t)(dir ? 0700 | below(z, 0100) : 0600 | below(z, 0200));
+		if (chance(z, 60))
+			mode |= S_ISUID;
+		if (chance(z, 50))
+			mode |= S_ISGID;
+		if (chance(z, 50))
+			mode |= S_IXGRP;
+		if (chance(z, 15))
+			mode |= S_ISVTX;
+		if (by_fd) {
+			note(z, "fchmod %s %04o", slot_str(z, i), mode);
+			BOTH(r, fchmod(z->slots[i].fd[S], mode));
+		} else {
+			note(z, "chmod %s %04o", path, mode);
+			BOTH(r, fchmodat(z->root[S], path, mode, 0));
+		}
+		same(z, r, true);
+		if (z->verbose)
+			printf("%s\n", cur(z));
+	}
+	if (!z->strict &&
+	    (by_fd ? fstat(z->slots[i].fd[1], &st[1]) : fstatat(z->root[1], path, &st[1], flags)) == 0 &&
+	    known_chown(&st[1], uid, gid)) {
+		note(z, "%s %s %d:%d (skipped: %s; -t does it)",
+		     by_fd ? "fchown" : flags ? "lchown" : "chown", by_fd ? slot_str(z, i) : path,
+		     uid, gid, known_chown(&st[1], uid, gid));
+		return;
+	}
+	if (by_fd) {
+		note(z, "fchown %s %d:%d", slot_str(z, i), uid, gid);
+		BOTH(r, fchown(z->slots[i].fd[S], (uid_t)uid, (gid_t)gid));
+		if (same(z, r, true)) {
+			append(z, "; fstat");
+			BOTH(r, fstat(z->slots[i].fd[S], &st[S]));
+			if (same(z, r, true))
+				check_stat(z, st);
+		}
+		return;
+	}
+	note(z, "%s %s %d:%d", flags ? "lchown" : "chown", path, uid, gid);
+	note_ino(z, path);
+	BOTH(r, fchownat(z->root[S], path, (uid_t)uid, (gid_t)gid, flags));
+	if (same(z, r, true)) {
+		append(z, "; %s", flags ? "lstat" : "stat");
+		BOTH(r, fstatat(z->root[S], path, &st[S], flags));
+		if (same(z, r, true))
+			check_stat(z, st);
+	}
+}
+
+/* --- FIFOs ----------------------------------------------------------------- */
+
+/*
+ * FIFOs (named p0, p1): mknodat(S_IFIFO) with set-id bits now and then,
+ * unlink, renameat2 (plain, RENAME_NOREPLACE, RENAME_EXCHANGE) onto
+ * another FIFO name, stat and lstat, chmod, lchown.  Never opened.
+ */
+/* A made-up path whose last name is a FIFO name (p0, p1). */
+static void fifo_path(struct fz *z, char *out)
+{
+	const char *name;
+
+	made_path(z, K_FIFO, out);
+	name = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+	if (name[0] != 'p') {
+		/* made_path() picks any kind now and then: the name of a FIFO instead */
+		char parent[PATH_LEN];
+
+		parent_of(out, parent);
+		if (!join(out, parent, leaf(z, K_FIFO)))
+			strcpy(out, leaf(z, K_FIFO));
+	}
+}
+
+static void do_fifo(struct fz *z)
+{
+	static const char *const fn[] = { "", " RENAME_NOREPLACE", " RENAME_EXCHANGE" };
+	char path[PATH_LEN], dst[PATH_LEN];
+	uint64_t what = below(z, 100);
+	struct stat st[2];
+	struct res r[2];
+
+	if (what < 35) {
+		mode_t mode = (mode_t)(0600 | below(z, 0200));
+
+		if (chance(z, 10))
+			mode |= S_ISUID | S_ISGID;
+		fifo_path(z, path);
+		note(z, "mknod %s S_IFIFO|%04o", path, mode);
+		BOTH(r, mknodat(z->root[S], path, S_IFIFO | mode, 0));
+		if (same(z, r, true)) {
+			z->stale = true;
+			unmark_parent(z, path);
+			append(z, "; lstat");
+			BOTH(r, fstatat(z->root[S], path, &st[S], AT_SYMLINK_NOFOLLOW));
+			if (same(z, r, true))
+				check_stat(z, st);
+		}
+		return;
+	}
+	if (!(chance(z, 85) && pick_existing(z, K_FIFO, path)))
+		fifo_path(z, path);
+	if (what < 50) {
+		note(z, "unlink %s", path);
+		note_ino(z, path);
+		BOTH(r, unlinkat(z->root[S], path, 0));
+		if (same(z, r, true)) {
+			z->stale = true;
+			unmark_parent(z, path);
+		}
+	} else if (what < 70) {
+		unsigned f = (unsigned)below(z, 3);
+		unsigned flags = f == 0 ? 0 : f == 1 ? RENAME_NOREPLACE : RENAME_EXCHANGE;
+		ino_t ino[2];
+
+		if (!(chance(z, 40) && pick_existing(z, K_FIFO, dst)))
+			fifo_path(z, dst);
+		ino[0] = b_ino(z, path, false);
+		ino[1] = b_ino(z, dst, false);
+		note(z, "rename %s -> %s%s", path, dst, fn[f]);
+		note_ino(z, path);
+		BOTH(r, syscall(SYS_renameat2, z->root[S], path, z->root[S], dst, flags));
+		if (!same(z, r, true))
+			return;
+		z->stale = true;
+		unmark_parent(z, path);
+		unmark_parent(z, dst);
+		if (ino[0])
+			unmark(z, ino[0]);
+		if (ino[1])
+			unmark(z, ino[1]);
+	} else if (what < 88) {
+		bool follow = chance(z, 50);
+
+		note(z, "%s %s", follow ? "stat" : "lstat", path);
+		BOTH(r, fstatat(z->root[S], path, &st[S], follow ? 0 : AT_SYMLINK_NOFOLLOW));
+		if (same(z, r, true))
+			check_stat(z, st);
+	} else if (what < 94) {
+		mode_t mode = (mode_t)(0600 | below(z, 0200));
+
+		if (chance(z, 30))
+			mode |= S_ISUID | S_ISGID;
+		note(z, "chmod %s %04o", path, mode);
+		BOTH(r, fchmodat(z->root[S], path, mode, 0));
+		if (same(z, r, true)) {
+			append(z, "; lstat");
+			BOTH(r, fstatat(z->root[S], path, &st[S], AT_SYMLINK_NOFOLLOW));
+			if (same(z, r, true))
+				check_stat(z, st);
+		}
+	} else {
+		int uid = owner_ids[below(z, NELEM(owner_ids))];
+		int gid = owner_ids[below(z, NELEM(owner_ids))];
+
+		if (!z->strict && fstatat(z->root[1], path, &st[1], AT_SYMLINK_NOFOLLOW) == 0 &&
+		    known_chown(&st[1], uid, gid)) {
+			note(z, "lchown %s %d:%d (skipped: %s; -t does it)", path, uid, gid,
+			     known_chown(&st[1], uid, gid));
+			return;
+		}
+		note(z, "lchown %s %d:%d", path, uid, gid);
+		BOTH(r, fchownat(z->root[S], path, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW));
+		if (same(z, r, true)) {
+			append(z, "; lstat");
+			BOTH(r, fstatat(z->root[S], path, &st[S], AT_SYMLINK_NOFOLLOW));
+			if (same(z, r, true))
+				check_stat(z, st);
+		}
+	}
+}
+
 static void do_pause(struct fz *z)
 {
 	unsigned ms = (unsigned)below(z, z->pause_ms + 1);
@@ -2074,7 +2624,7 @@ static bool needs_slot(enum df_op op)
 	switch (op) {
 	case OP_CLOSE: case OP_WRITE: case OP_PWRITE: case OP_READ: case OP_PREAD:
 	case OP_LSEEK: case OP_FTRUNCATE: case OP_FALLOCATE: case OP_FSYNC:
-	case OP_FSTAT: case OP_FXATTR:
+	case OP_FSTAT: case OP_FXATTR: case OP_MMAP: case OP_COPYRANGE:
 		return true;
 	default:
 		return false;
@@ -2113,6 +2663,10 @@ static void run_op(struct fz *z, enum df_op op)
 	case OP_REMOVEXATTR: do_removexattr(z); break;
 	case OP_FXATTR: do_fxattr(z); break;
 	case OP_READDIR: do_readdir(z); break;
+	case OP_MMAP: do_mmap(z); break;
+	case OP_COPYRANGE: do_copy_range(z); break;
+	case OP_CHOWN: do_chown(z); break;
+	case OP_FIFO: do_fifo(z); break;
 	case OP_PAUSE: do_pause(z); break;
 	default: break;
 	}
@@ -2125,10 +2679,18 @@ static int run(struct fz *z, const char *state, const char *snap)
 	int rc;
 
 	z->ents = xmalloc(MAX_PATHS * sizeof(*z->ents));
-	z->rbuf[0] = xmalloc(MAX_IO + 1);
-	z->rbuf[1] = xmalloc(MAX_IO + 1);
-	z->wbuf = xmalloc(MAX_IO + 8);
+	/* (aligned for O_DIRECT) */
+	z->rbuf[0] = xmalloc_aligned(MAX_IO + 1);
+	z->rbuf[1] = xmalloc_aligned(MAX_IO + 1);
+	z->wbuf = xmalloc_aligned(MAX_IO + 8);
 	z->stale = true;
+	{
+		struct sigaction sa = { .sa_handler = on_sigbus };
+
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGBUS, &sa, NULL) < 0)
+			fatal("sigaction: %s", strerror(errno));
+	}
 	if (state && (rc = load_state(z, state)) < 0)
 		fatal("cannot read %s: %s", state, strerror(-rc));
 	printf("zr_difffuzz: run seed %" PRIu64 " ops %lu A %s B %s (%u explicit mtimes)\n",
@@ -2247,8 +2809,8 @@ static void usage(void)
 		"  -l off      writes start below off (2097152; k/m suffixes)\n"
 		"  -B size     first write a file 'ballast' of size bytes (k/m), compressible 2:1\n"
 		"  -t          strict: check the known divergences too (the mtime after a\n"
-		"              truncate(2) to the same size; -S: of files fallocate was called\n"
-		"              on or O_CREAT|O_TRUNC made)\n"
+		"              truncate(2) to the same size; set-id bits after the chowns\n"
+		"              known_chown() lists)\n"
 		"  -M state    file of the paths whose mtime was set explicitly (read, then written)\n"
 		"  -S snap     run: write the mtimes of A at the end; compare: A must have them\n"
 		"  -X op,...   turn operations off\n"
