@@ -10,7 +10,9 @@
  * and that duty moves to the daemon, which this file takes on:
  *  - a WRITE flagged FUSE_WRITE_KILL_SUIDGID, a SETATTR with
  *    FATTR_KILL_SUIDGID and an OPEN with FUSE_OPEN_KILL_SUIDGID clear the
- *    set-user-ID bit, and the set-group-ID bit when group-executable;
+ *    set-user-ID bit, and the set-group-ID bit when group-executable (or
+ *    the caller is outside the file's group; for a chown, one without
+ *    CAP_FSETID);
  *  - the first write to a file that carries security.capability removes it
  *    (data.c, zr_inode.has_caps).
  * The flag is added to the INIT reply only when the kernel offered it.
@@ -296,12 +298,45 @@ static bool pid_in_group(uint32_t pid, uint32_t pgid, gid_t gid)
 	return found;
 }
 
+/* CAP_FSETID's bit (linux/capability.h) */
+#define ZR_CAP_FSETID 4
+
+/*
+ * Whether thread @pid has CAP_FSETID in its effective set, read from /proc
+ * (false if it cannot be read).
+ */
+static bool pid_has_fsetid(uint32_t pid)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	bool has = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/status", pid, pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		if (strncmp(line, "CapEff:", 7) == 0) {
+			has = (strtoull(line + 7, NULL, 16) >> ZR_CAP_FSETID) & 1;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return has;
+}
+
 /*
  * Clear set-id bits of node @nodeid the way the kernel would for a write by
- * the caller in @in: set-user-ID always; set-group-ID when the file is
- * group-executable, or when the caller is not in the file's group.
+ * the caller in @in (or for a chown, @chown): set-user-ID always;
+ * set-group-ID when the file is group-executable, or when the caller is
+ * not in the file's group.  The kernel asks for a write, a truncate or an
+ * open with O_TRUNC only when the caller lacks CAP_FSETID, but for every
+ * chown: there a caller with CAP_FSETID outside the file's group keeps
+ * set-group-ID (setattr_should_drop_sgid(); a chgrp by root cleared it).
  */
-static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
+static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in, bool chown)
 {
 	uint64_t nodeid = in->nodeid;
 
@@ -322,7 +357,9 @@ static void kill_suidgid(struct zr_fs *fs, const struct fuse_in_header *in)
 		mode = st.st_mode & 07777;
 		mode &= ~(mode_t)S_ISUID;
 		if ((mode & S_ISGID) &&
-		    ((mode & S_IXGRP) || !pid_in_group(in->pid, in->gid, st.st_gid)))
+		    ((mode & S_IXGRP) ||
+		     (!pid_in_group(in->pid, in->gid, st.st_gid) &&
+		      !(chown && pid_has_fsetid(in->pid)))))
 			mode &= ~(mode_t)S_ISGID;
 		if (mode != (st.st_mode & 07777))
 			(void)fchmod(fd, mode);
@@ -989,7 +1026,7 @@ void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n)
 			const struct fuse_write_in *wi = (const void *)(in + 1);
 
 			if (wi->write_flags & FUSE_WRITE_KILL_SUIDGID)
-				kill_suidgid(fs, in);
+				kill_suidgid(fs, in, false);
 		}
 		break;
 	case FUSE_SETATTR:
@@ -997,7 +1034,7 @@ void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n)
 			const struct fuse_setattr_in *si = (const void *)(in + 1);
 
 			if ((si->valid & FATTR_KILL_SUIDGID) && !(si->valid & FATTR_MODE))
-				kill_suidgid(fs, in);
+				kill_suidgid(fs, in, si->valid & (FATTR_UID | FATTR_GID));
 		}
 		break;
 	case FUSE_OPEN:
@@ -1005,7 +1042,7 @@ void zr_session_note_request(struct zr_fs *fs, const void *buf, size_t n)
 			const struct fuse_open_in *oi = (const void *)(in + 1);
 
 			if (oi->open_flags & FUSE_OPEN_KILL_SUIDGID)
-				kill_suidgid(fs, in);
+				kill_suidgid(fs, in, false);
 		}
 		break;
 	default:

@@ -59,8 +59,8 @@
  * moves it only when the size changes), and across the unmount the mtime
  * of a file that had one (the kernel then never sends the time an earlier
  * write still in its cache set, which the backing file therefore lacks:
- * it keeps the daemon's, up to a jiffy off); two chowns that zramfs
- * answers otherwise (see known_chown()).  (The mtimes of files fallocate
+ * it keeps the daemon's, up to a jiffy off); a chown(-1, -1) of a FIFO
+ * (see known_chown()).  (The mtimes of files fallocate
  * was called on, that an open with O_CREAT|O_TRUNC made, or written with
  * cache=writethrough, changed across the unmount until a fix made after
  * this fuzzer found them; -S checks them always.)
@@ -2311,20 +2311,12 @@ static const int owner_ids[] = { -1, 0, OTHER_ID, OTHER_ID + 1, 65534 };
 /*
  * Whether a chown by root to @uid:@gid of what B's @st describes is one
  * that zramfs is known to answer otherwise (compared only with -t):
- * @return what differs, or NULL.
- *  - A regular file set-group-ID and not group-executable, of a group
- *    root is not in (not 0), given a new owner or group: Linux keeps the
- *    bit for a caller with CAP_FSETID, zramfs (its FATTR_KILL_SUIDGID
- *    handling, src/session.c kill_suidgid()) clears it.
- *  - A FIFO with set-id bits, chown(-1, -1): Linux clears S_ISUID (and
- *    S_ISGID when group-executable), zramfs keeps them (it clears set-id
- *    bits of regular files only).
+ * @return what differs, or NULL.  A FIFO with set-id bits, chown(-1, -1):
+ * Linux clears S_ISUID (and S_ISGID when group-executable), zramfs keeps
+ * them (it clears set-id bits of regular files only).
  */
 static const char *known_chown(const struct stat *st, int uid, int gid)
 {
-	if (S_ISREG(st->st_mode) && (uid != -1 || gid != -1) && st->st_gid != 0 &&
-	    (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID)
-		return "kept S_ISGID of a file outside root's groups";
 	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && uid == -1 && gid == -1 &&
 	    (st->st_mode & (S_ISUID | S_ISGID)))
 		return "set-id bits of a FIFO on chown(-1, -1)";
@@ -2809,8 +2801,8 @@ static void usage(void)
 		"  -l off      writes start below off (2097152; k/m suffixes)\n"
 		"  -B size     first write a file 'ballast' of size bytes (k/m), compressible 2:1\n"
 		"  -t          strict: check the known divergences too (the mtime after a\n"
-		"              truncate(2) to the same size; set-id bits after the chowns\n"
-		"              known_chown() lists)\n"
+		"              truncate(2) to the same size; set-id bits of a FIFO after\n"
+		"              a chown(-1, -1))\n"
 		"  -M state    file of the paths whose mtime was set explicitly (read, then written)\n"
 		"  -S snap     run: write the mtimes of A at the end; compare: A must have them\n"
 		"  -X op,...   turn operations off\n"
