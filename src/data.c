@@ -954,10 +954,11 @@ static void data_changed(struct zr_inode *ino)
 /*
  * Note a change of the data for the times. Caller holds ino->lock and
  * calls data_changed() too; @fd is the file's fd.
- * @now: stamp mtime with the current time. Writes that the kernel flushes
- * from its writeback cache pass false: the kernel owns mtime then and sends
- * it in a SETATTR of its own; we only remember the time the file showed, so
- * that the writeback (whose pwrite moves the backing mtime) puts it back.
+ * @now: stamp mtime with the current time. Writes pass false when the
+ * kernel has its writeback cache (fs->kernel_times): the kernel owns mtime
+ * then and sends it in a SETATTR of its own; we only remember the time the
+ * file showed, so that the writeback (whose pwrite moves the backing mtime)
+ * puts it back.
  */
 static void touch_data(struct zr_fs *fs, struct zr_inode *ino, int fd, bool now)
 {
@@ -1688,8 +1689,14 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 	if (!blk)
 		return -ENOMEM;
 	/* the time the file shows, taken before a write to the backing file
-	 * below moves it there (cache=writethrough, streams) */
-	if (writepage)
+	 * below moves it there (cache=writethrough, streams). With the
+	 * kernel's writeback cache, for every write: the kernel times a
+	 * direct write, a write through and a copy_file_range too, and sends
+	 * its time in a SETATTR when it moves it; a time of ours would stay
+	 * on the backing file when it does not (the write comes in the clock
+	 * tick of the last time it sent: a copy_file_range right after a
+	 * punched hole, helper-70's fuzzer) */
+	if (writepage || fs->kernel_times)
 		touch_data(fs, ino, fd, false);
 	bypass = seq_bypass(fs, ino, off, len);
 	if (bypass && !wt && len >= bs && direct_wanted(fs, ino)) {
@@ -1902,7 +1909,7 @@ static ssize_t data_write_locked(struct zr_fs *fs, struct zr_inode *ino, int fd,
 		fsize = ZR_MAX(fsize, pos);
 	}
 	data_changed(ino);
-	if (pos > off && !writepage)	/* (a writepage's noted at the top) */
+	if (pos > off && !writepage && !fs->kernel_times)	/* (else noted at the top) */
 		touch_data(fs, ino, fd, true);
 	if (to_disk)
 		stamp_mtime(fs, ino, fd);

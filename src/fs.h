@@ -389,6 +389,9 @@ struct zr_fs {
 					 * none; probed at mount) */
 	uint64_t max_file_size;		/* immutable: largest file on backing_dev (probed at mount; UINT64_MAX: not known) */
 	bool backing_in_ram;		/* immutable: the backing filesystem is tmpfs or ramfs */
+	bool kernel_times;		/* set at INIT: the kernel's writeback cache is on, so
+					 * the kernel keeps a file's mtime and times every
+					 * write itself (data.c: data_write_locked) */
 
 	/*
 	 * Blocks of bypassed streams waiting for a clean copy in the tier

@@ -322,8 +322,10 @@ static void zr_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct zr_fs *fs = userdata;
 
-	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE) {
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		fs->kernel_times = true;
+	}
 	if (conn->capable & FUSE_CAP_READDIRPLUS) {
 		conn->want |= FUSE_CAP_READDIRPLUS;
 		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
