@@ -639,11 +639,12 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (rc < 0)
 			goto out_at;
 	}
-	if ((valid & FUSE_SET_ATTR_CTIME) &&
-	    !(valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+	if (!(valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
 		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
-		/* chown(f, -1, -1): the backing filesystem updates ctime and
-		 * clears set-id bits of an executable file, as Linux does */
+		/* chown(f, -1, -1), which comes with the ctime for a regular
+		 * file and with nothing for another node (a FIFO: helper-70's
+		 * fuzzer): the backing filesystem updates ctime and clears
+		 * set-id bits of an executable file, as Linux does */
 		pthread_mutex_lock(&fs->mode_lock);
 		rc = fchownat(at.dirfd, at.name, (uid_t)-1, (gid_t)-1, at.at_flags) < 0 ? -errno : 0;
 		pthread_mutex_unlock(&fs->mode_lock);

@@ -8,6 +8,8 @@
 # file of a group root is not in keeps the bit (zramfs cleared it: the
 # kernel asks the daemon to clear set-id bits on every chown, and the
 # daemon did not look at the caller's capabilities; zr_difffuzz found it).
+# A chown(-1, -1) of a FIFO clears S_ISUID, and S_ISGID when
+# group-executable.
 # (allow_other: the user 1000 reaches the mount.)
 . "$(dirname "$0")/lib.sh"
 zr_init
@@ -36,7 +38,12 @@ cases() {
 	# the owner in the file's group: it stays
 	f=$d/user_in_group; touch "$f"; chown 1000:1000 "$f"; chmod 2644 "$f"
 	setpriv --reuid 1000 --regid 1000 --clear-groups chgrp 1000 "$f"
-	for f in root_chgrp root_chown root_chown_same root_suid root_gx root_own user_chgrp user_in_group; do
+	# chown(-1, -1) of FIFOs: the kernel sends the daemon a SETATTR that
+	# asks for nothing (zramfs kept the bits; helper-70's fuzzer)
+	f=$d/fifo_suid; mkfifo "$f"; chmod 5665 "$f"; chown : "$f"
+	f=$d/fifo_gx; mkfifo "$f"; chmod 2775 "$f"; chown : "$f"
+	for f in root_chgrp root_chown root_chown_same root_suid root_gx root_own user_chgrp user_in_group \
+		fifo_suid fifo_gx; do
 		stat -c '%n %a %u:%g' "$d/$f" | sed "s|^$d/||"
 	done
 }

@@ -44,9 +44,6 @@
 # after such a truncate(2) the kernel never sends the mtime that an earlier
 # write still in its cache set, so the backing file keeps the daemon's (up
 # to a jiffy off) and the file's mtime moves across the unmount.
-# Another (zr_difffuzz.c, known_chown()): a chown(-1, -1) of a FIFO keeps
-# its set-id bits on zramfs, tmpfs clears S_ISUID (S_ISGID too when group
-# executable).
 . "$(dirname "$0")/lib.sh"
 SEED=${ZR_DIFFFUZZ_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 OPS=${ZR_DIFFFUZZ_OPS:-2500}

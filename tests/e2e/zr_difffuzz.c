@@ -59,8 +59,7 @@
  * moves it only when the size changes), and across the unmount the mtime
  * of a file that had one (the kernel then never sends the time an earlier
  * write still in its cache set, which the backing file therefore lacks:
- * it keeps the daemon's, up to a jiffy off); a chown(-1, -1) of a FIFO
- * (see known_chown()).  (The mtimes of files fallocate
+ * it keeps the daemon's, up to a jiffy off).  (The mtimes of files fallocate
  * was called on, that an open with O_CREAT|O_TRUNC made, or written with
  * cache=writethrough, changed across the unmount until a fix made after
  * this fuzzer found them; -S checks them always.)
@@ -2309,21 +2308,6 @@ static void do_copy_range(struct fz *z)
 static const int owner_ids[] = { -1, 0, OTHER_ID, OTHER_ID + 1, 65534 };
 
 /*
- * Whether a chown by root to @uid:@gid of what B's @st describes is one
- * that zramfs is known to answer otherwise (compared only with -t):
- * @return what differs, or NULL.  A FIFO with set-id bits, chown(-1, -1):
- * Linux clears S_ISUID (and S_ISGID when group-executable), zramfs keeps
- * them (it clears set-id bits of regular files only).
- */
-static const char *known_chown(const struct stat *st, int uid, int gid)
-{
-	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode) && uid == -1 && gid == -1 &&
-	    (st->st_mode & (S_ISUID | S_ISGID)))
-		return "set-id bits of a FIFO on chown(-1, -1)";
-	return NULL;
-}
-
-/*
  * chown, lchown (fchownat with AT_SYMLINK_NOFOLLOW) or fchown to root or to
  * other users and groups (-1: unchanged), now and then after a chmod that
  * sets S_ISUID, S_ISGID (with or without group execute) or S_ISVTX, so that
@@ -2368,14 +2352,6 @@ static void do_chown(struct fz *z)
 		same(z, r, true);
 		if (z->verbose)
 			printf("%s\n", cur(z));
-	}
-	if (!z->strict &&
-	    (by_fd ? fstat(z->slots[i].fd[1], &st[1]) : fstatat(z->root[1], path, &st[1], flags)) == 0 &&
-	    known_chown(&st[1], uid, gid)) {
-		note(z, "%s %s %d:%d (skipped: %s; -t does it)",
-		     by_fd ? "fchown" : flags ? "lchown" : "chown", by_fd ? slot_str(z, i) : path,
-		     uid, gid, known_chown(&st[1], uid, gid));
-		return;
 	}
 	if (by_fd) {
 		note(z, "fchown %s %d:%d", slot_str(z, i), uid, gid);
@@ -2504,12 +2480,6 @@ static void do_fifo(struct fz *z)
 		int uid = owner_ids[below(z, NELEM(owner_ids))];
 		int gid = owner_ids[below(z, NELEM(owner_ids))];
 
-		if (!z->strict && fstatat(z->root[1], path, &st[1], AT_SYMLINK_NOFOLLOW) == 0 &&
-		    known_chown(&st[1], uid, gid)) {
-			note(z, "lchown %s %d:%d (skipped: %s; -t does it)", path, uid, gid,
-			     known_chown(&st[1], uid, gid));
-			return;
-		}
 		note(z, "lchown %s %d:%d", path, uid, gid);
 		BOTH(r, fchownat(z->root[S], path, (uid_t)uid, (gid_t)gid, AT_SYMLINK_NOFOLLOW));
 		if (same(z, r, true)) {
