@@ -3,7 +3,7 @@
  * writeback and reclaim, on files whose every block says what it must hold.
  *
  * Usage: zr_nsstress run [-P nproc] [-S seed] [-T secs] [-N ops] [-f files]
- *                        [-l blocks] [-X op,...] [-K] [-p] -M MANIFESTS ROOT
+ *                        [-l blocks] [-B blocks] [-X op,...] [-K] [-p] -M MANIFESTS ROOT
  *        zr_nsstress verify -M MANIFESTS ROOT
  *
  * run: -P worker processes (default 4) work at once under ROOT, in shared
@@ -30,8 +30,17 @@
  * unlink of the last name (with the file open or not) and I/O through the fd
  * afterwards, keep and close fds, mkdir/rmdir of the shared subdirectories,
  * move a private directory, fsync/fdatasync, stat every name (size, link
- * count, one inode number), and readdir (the worker's names in a directory
- * are the model's).  Every read is checked block by block: a wrong block is
+ * count, one inode number), readdir (the worker's names in a directory
+ * are the model's), and O_TMPFILE: a file made without a name in one of
+ * the directories, written (at times more than the daemon's budget, so
+ * that its blocks go back to the disk while it has no name) and read,
+ * then closed without a name (it goes), or given one by linkat(2) of
+ * /proc/self/fd/N (at times over a name that is there first: EEXIST),
+ * written after, at times linked again, renamed or unlinked while still
+ * open, then closed or kept open; with O_EXCL, or once its names went
+ * again, its link fails with ENOENT; one kept open without a name may be
+ * linked in a later tmpfile operation.
+ * Every read is checked block by block: a wrong block is
  * described by its header (another file's, another block's, an older
  * generation: stale data).  At the end each worker checks all its files,
  * closes its fds and writes MANIFESTS/w<w>.manifest: its private
@@ -39,7 +48,8 @@
  * generation of each block.  -T stops after that many seconds (default
  * 20; 0: no limit), -N after that many operations per worker (default 0: no
  * limit; one of them must be set); -f files
- * per worker at most (16), -l blocks per file at most (64); -X turns
+ * per worker at most (16), -l blocks per file at most (64), -B blocks of
+ * the big O_TMPFILE files (one in 16) at most (640: 2.5 MiB); -X turns
  * operations off by name; -p prints progress.  Link counts are checked
  * with statx(AT_STATX_FORCE_SYNC), and a file's attributes are refreshed
  * so before each link(2): the kernel's cached link count can lag (see
@@ -108,13 +118,13 @@ static const char magic[8] = "ZRNSBLK1";
 enum ns_op {
 	OP_CREATE, OP_WRITE, OP_READ, OP_TRUNC, OP_RENAME, OP_RENAME_OVER,
 	OP_EXCHANGE, OP_LINK, OP_UNLINK, OP_UNLINK_OPEN, OP_CLOSE, OP_KEEP,
-	OP_MKDIR, OP_RMDIR, OP_MOVE_DIR, OP_FSYNC, OP_STAT, OP_LIST, OP_NR
+	OP_MKDIR, OP_RMDIR, OP_MOVE_DIR, OP_FSYNC, OP_STAT, OP_LIST, OP_TMPFILE, OP_NR
 };
 
 static const char *const op_names[OP_NR] = {
 	"create", "write", "read", "truncate", "rename", "rename_over",
 	"exchange", "link", "unlink", "unlink_open", "close", "keep",
-	"mkdir", "rmdir", "move_dir", "fsync", "stat", "list",
+	"mkdir", "rmdir", "move_dir", "fsync", "stat", "list", "tmpfile",
 };
 
 /* relative frequency of each operation */
@@ -123,7 +133,7 @@ static const unsigned op_weight[OP_NR] = {
 	[OP_RENAME] = 9, [OP_RENAME_OVER] = 4, [OP_EXCHANGE] = 4, [OP_LINK] = 5,
 	[OP_UNLINK] = 3, [OP_UNLINK_OPEN] = 3, [OP_CLOSE] = 3, [OP_KEEP] = 3,
 	[OP_MKDIR] = 3, [OP_RMDIR] = 3, [OP_MOVE_DIR] = 2, [OP_FSYNC] = 3,
-	[OP_STAT] = 5, [OP_LIST] = 3,
+	[OP_STAT] = 5, [OP_LIST] = 3, [OP_TMPFILE] = 3,
 };
 
 enum dkind { D_TOP, D_SUB, D_PRIV };
@@ -158,6 +168,8 @@ struct ns_file {
 	int nnames;		/* 0..2 */
 	struct ns_name names[2];
 	int fd;			/* kept open O_RDWR, or -1 */
+	bool linkable;		/* made with O_TMPFILE without O_EXCL, never
+				 * linked: linkat(2) of its fd may name it */
 };
 
 /* The state of one worker process (or of `verify`, with w == -1). */
@@ -170,21 +182,27 @@ struct ns_worker {
 	unsigned long n;	/* operations done */
 	unsigned long nops;	/* 0: until the deadline */
 	struct timespec deadline;
-	unsigned maxf, maxb;	/* files, blocks per file at most */
+	unsigned maxf, maxb;	/* files, blocks per file at most (but for the
+				 * big O_TMPFILE ones) */
+	unsigned bigb;		/* blocks of a big O_TMPFILE file at most */
+	unsigned capb;		/* blocks a model holds: maxb or bigb */
 	unsigned long seq;	/* for new names */
 	uint32_t next_id;
 	int kept;		/* fds kept open */
 	bool disabled[OP_NR];
 	bool no_exchange;	/* RENAME_EXCHANGE refused with EINVAL */
+	bool no_tmpfile;	/* O_TMPFILE refused with EOPNOTSUPP */
 	struct ns_dir dirs[NDIR];
 	struct ns_file files[MAXF_LIMIT];
 	unsigned long done[OP_NR];	/* operations done, by kind */
 	unsigned long refused[OP_NR];	/* of which failed as they may: the
 					 * directory gone, or already there */
+	unsigned long tmp_big, tmp_excl, tmp_linked, tmp_later, tmp_eexist, tmp_link2,
+		      tmp_renamed, tmp_unlinked, tmp_nameless;	/* what the tmpfile ops did */
 	char log[LOG_RING][LOG_LEN];
 	uint32_t focus;		/* file the failure is about, or 0 */
 	unsigned long logged;
-	unsigned char *buf;	/* maxb blocks */
+	unsigned char *buf;	/* capb blocks */
 	unsigned char want[BLK];
 };
 
@@ -509,15 +527,24 @@ static void model_truncate(struct ns_model *m, uint64_t size)
 	m->size = size;
 }
 
+/* Blocks @f may grow to: maxb, or more for a big O_TMPFILE file. */
+static unsigned file_limit(const struct ns_worker *wk, const struct ns_file *f)
+{
+	uint64_t nb = (f->m.size + BLK - 1) / BLK;
+
+	return nb > wk->maxb ? (unsigned)nb : wk->maxb;
+}
+
 /* A file at the end of its life: its fd is closed already. */
 static void file_gone(struct ns_worker *wk, struct ns_file *f)
 {
 	f->live = false;
+	f->linkable = false;
 	f->nnames = 0;
 	f->fd = -1;
 	f->m.size = 0;
-	memset(f->m.gen, 0, wk->maxb * sizeof(*f->m.gen));
-	memset(f->m.keep, 0, wk->maxb * sizeof(*f->m.keep));
+	memset(f->m.gen, 0, wk->capb * sizeof(*f->m.gen));
+	memset(f->m.keep, 0, wk->capb * sizeof(*f->m.keep));
 }
 
 /* Name @i of @f went (unlink, or a rename over it): with no name and no
@@ -739,6 +766,7 @@ static bool op_create(struct ns_worker *wk)
 	if (fstat(fd, &st) < 0)
 		die(wk, "fstat %s: %s", path, strerror(errno));
 	f->live = true;
+	f->linkable = false;
 	f->nnames = 1;
 	f->fd = -1;
 	f->ino = (uint64_t)st.st_ino;
@@ -781,11 +809,11 @@ static bool op_write(struct ns_worker *wk)
 	end = (f->m.size + BLK - 1) / BLK;
 	/* mostly inside the file, at times past its end (a hole between) */
 	b0 = rnd_below(wk, end + 3);
-	if (b0 >= wk->maxb)
-		b0 = wk->maxb - 1;
+	if (b0 >= file_limit(wk, f))
+		b0 = file_limit(wk, f) - 1;
 	nb = 1 + rnd_below(wk, 4);
-	if (b0 + nb > wk->maxb)
-		nb = wk->maxb - b0;
+	if (b0 + nb > file_limit(wk, f))
+		nb = file_limit(wk, f) - b0;
 	fd = file_fd(wk, f, &opened);
 	logf_op(wk, "write file %08x blocks %" PRIu64 "..%" PRIu64 " (size %" PRIu64 ") via %s, generation %u+",
 		f->m.id, b0, b0 + nb - 1, f->m.size, opened ? "a new open" :
@@ -852,7 +880,7 @@ static bool op_truncate(struct ns_worker *wk)
 
 	if (!f)
 		return false;
-	max = (uint64_t)wk->maxb * BLK;
+	max = (uint64_t)file_limit(wk, f) * BLK;
 	switch (rnd_below(wk, 4)) {
 	case 0:			/* down, within a block */
 		size = rnd_below(wk, f->m.size + 1);
@@ -1291,6 +1319,325 @@ static bool op_list(struct ns_worker *wk)
 	return true;
 }
 
+/*
+ * Give @f, made with O_TMPFILE and open as @fd, one more name with
+ * linkat(2) of /proc/self/fd/<fd>, AT_SYMLINK_FOLLOW: first, at times,
+ * over a name of another of the worker's files (EEXIST; that file must
+ * keep it). @return false when the directory chosen was removed by
+ * another worker (nothing happened).
+ */
+static bool tmpfile_link(struct ns_worker *wk, struct ns_file *f, int fd)
+{
+	char proc[32], to_path[PATH_LEN];
+	struct ns_file *v;
+	struct ns_name to;
+	struct stat st;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (rnd_below(wk, 4) == 0 && (v = pick_file(wk, 1, 2, 0, f))) {
+		name_path(wk, &v->names[rnd_below(wk, (uint64_t)v->nnames)], to_path);
+		logf_op(wk, "link %s (file %08x, %d names) -> %s (file %08x): must fail, EEXIST",
+			proc, f->m.id, f->nnames, to_path, v->m.id);
+		if (linkat(AT_FDCWD, proc, wk->root, to_path, AT_SYMLINK_FOLLOW) == 0)
+			die(wk, "link of file %08x over %s (file %08x) succeeded", f->m.id,
+			    to_path, v->m.id);
+		wk->tmp_eexist++;
+		if (errno != EEXIST) {
+			explain_path(wk, to_path);
+			die(wk, "link of file %08x over %s (file %08x): %s, expected EEXIST",
+			    f->m.id, to_path, v->m.id, strerror(errno));
+		}
+		still_there(wk, v, to_path);
+		wk->focus = f->m.id;
+	}
+	to.dir = pick_dir(wk);
+	new_leaf(wk, to.leaf, sizeof(to.leaf));
+	name_path(wk, &to, to_path);
+	logf_op(wk, "link %s (file %08x, %d names, size %" PRIu64 ") -> %s", proc, f->m.id,
+		f->nnames, f->m.size, to_path);
+	/* (a file with a name already: refresh the kernel's link count, as
+	 * op_link() does; a nameless one is linkable at 0) */
+	if (f->nnames && stat_sync(fd, "", AT_EMPTY_PATH, &st) < 0)
+		die(wk, "fstat file %08x: %s", f->m.id, strerror(errno));
+	if (linkat(AT_FDCWD, proc, wk->root, to_path, AT_SYMLINK_FOLLOW) < 0) {
+		if (dir_gone(wk, to.dir, errno))
+			return false;
+		explain_path(wk, to_path);
+		die(wk, "link %s (file %08x, %d names) -> %s: %s", proc, f->m.id, f->nnames,
+		    to_path, strerror(errno));
+	}
+	f->names[f->nnames++] = to;
+	f->linkable = false;
+	return true;
+}
+
+/* linkat(2) of @f, open as @fd, must fail with ENOENT: made with
+ * O_TMPFILE | O_EXCL, or all its names went after it had one. */
+static void tmpfile_no_link(struct ns_worker *wk, struct ns_file *f, int fd, const char *why)
+{
+	char proc[32], to_path[PATH_LEN];
+	struct ns_name to;
+	struct stat st;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	to.dir = pick_dir(wk);
+	new_leaf(wk, to.leaf, sizeof(to.leaf));
+	name_path(wk, &to, to_path);
+	logf_op(wk, "link %s (file %08x, %s) -> %s: must fail, ENOENT", proc, f->m.id, why,
+		to_path);
+	/* (the kernel decides by its cached link count: the daemon's) */
+	if (stat_sync(fd, "", AT_EMPTY_PATH, &st) < 0)
+		die(wk, "fstat file %08x: %s", f->m.id, strerror(errno));
+	if (linkat(AT_FDCWD, proc, wk->root, to_path, AT_SYMLINK_FOLLOW) == 0)
+		die(wk, "file %08x (%s) was linked as %s", f->m.id, why, to_path);
+	if (errno != ENOENT)
+		die(wk, "link of file %08x (%s) as %s: %s, expected ENOENT", f->m.id, why,
+		    to_path, strerror(errno));
+	if (faccessat(wk->root, to_path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		die(wk, "%s is there after a link of file %08x that failed", to_path, f->m.id);
+}
+
+/* Write 1..4 runs of blocks of @f through @fd (to its end at most, or a
+ * few blocks past it). */
+static void tmpfile_write_more(struct ns_worker *wk, struct ns_file *f, int fd)
+{
+	uint64_t n = 1 + rnd_below(wk, 4), b0, nb;
+
+	while (n--) {
+		b0 = rnd_below(wk, (f->m.size + BLK - 1) / BLK + 2);
+		if (b0 >= file_limit(wk, f))
+			b0 = file_limit(wk, f) - 1;
+		nb = 1 + rnd_below(wk, 4);
+		if (b0 + nb > file_limit(wk, f))
+			nb = file_limit(wk, f) - b0;
+		logf_op(wk, "write file %08x blocks %" PRIu64 "..%" PRIu64 " (size %" PRIu64 ", %d names) via its O_TMPFILE fd, generation %u+",
+			f->m.id, b0, b0 + nb - 1, f->m.size, f->nnames, f->wgen + 1);
+		write_blocks(wk, f, fd, b0, nb);
+	}
+}
+
+/* A file of the worker made with O_TMPFILE that it keeps open without a
+ * name and has never linked. @return it, or NULL if there is none. */
+static struct ns_file *pick_linkable(struct ns_worker *wk)
+{
+	unsigned start = (unsigned)rnd_below(wk, wk->maxf), i;
+
+	for (i = 0; i < wk->maxf; i++) {
+		struct ns_file *f = &wk->files[(start + i) % wk->maxf];
+
+		if (f->live && f->linkable && f->fd >= 0 && f->nnames == 0) {
+			wk->focus = f->m.id;
+			return f;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * @f, made with O_TMPFILE by an earlier tmpfile operation and kept open
+ * without a name since (its blocks written back, its fd closed by the
+ * daemon meanwhile), gets a name now; written, then kept or closed.
+ * @return true.
+ */
+static bool tmpfile_link_later(struct ns_worker *wk, struct ns_file *f)
+{
+	logf_op(wk, "link the O_TMPFILE file %08x kept open without a name (size %" PRIu64 ")",
+		f->m.id, f->m.size);
+	if (rnd_below(wk, 3) == 0)
+		check_whole(wk, &f->m, f->fd, "read of a kept O_TMPFILE file before its link");
+	if (!tmpfile_link(wk, f, f->fd)) {
+		wk->refused[OP_TMPFILE]++;
+		return true;
+	}
+	wk->tmp_linked++;
+	wk->tmp_later++;
+	if (rnd_below(wk, 2) == 0)
+		tmpfile_write_more(wk, f, f->fd);
+	check_stat(wk, f);
+	if (rnd_below(wk, 2) == 0) {
+		logf_op(wk, "close O_TMPFILE file %08x (%d names)", f->m.id, f->nnames);
+		if (close(f->fd) < 0)
+			die(wk, "close O_TMPFILE file %08x: %s", f->m.id, strerror(errno));
+		f->fd = -1;
+		wk->kept--;
+	}
+	return true;
+}
+
+/*
+ * A file made with open(2) of a directory with O_TMPFILE (at times with
+ * O_EXCL too): no name, link count 0; blocks written (at times more than
+ * a 2 MiB budget, -B) and read back, after its page cache is dropped at
+ * times. Then, but for an O_EXCL one (whose link fails with ENOENT), it
+ * stays without a name, or linkat(2) of /proc/self/fd gives it one
+ * (tmpfile_link()), and blocks are written after it; at times it gets a
+ * second name, one of its names is renamed, or removed (all of them: then
+ * a link must fail with ENOENT again). At the end the worker keeps its fd
+ * (as a file unlinked while open, when it has no name) or closes it (one
+ * without a name then goes: the manifest has only the named ones).
+ */
+static bool op_tmpfile(struct ns_worker *wk)
+{
+	struct ns_file *f = NULL;
+	char path[PATH_LEN], to_path[PATH_LEN];
+	uint64_t nb, b, run, size;
+	struct ns_name to;
+	struct stat st;
+	bool excl, big, linked = false;
+	unsigned i;
+	int d = pick_dir(wk), fd, k;
+
+	if (wk->no_tmpfile)
+		return false;
+	if (rnd_below(wk, 3) == 0 && (f = pick_linkable(wk)))
+		return tmpfile_link_later(wk, f);
+	for (i = 0; i < wk->maxf && !f; i++)
+		if (!wk->files[i].live)
+			f = &wk->files[i];
+	if (!f)
+		return false;
+	excl = rnd_below(wk, 6) == 0;
+	big = wk->bigb > wk->maxb && rnd_below(wk, 16) == 0;
+	nb = big ? wk->bigb - rnd_below(wk, wk->bigb / 8) : 1 + rnd_below(wk, wk->maxb);
+	f->m.id = (uint32_t)(wk->w + 1) << 24 | wk->next_id++;
+	f->wgen = 0;
+	wk->focus = f->m.id;
+	logf_op(wk, "open %s O_TMPFILE%s: file %08x, %" PRIu64 " blocks", wk->dirs[d].path,
+		excl ? " | O_EXCL" : "", f->m.id, nb);
+	fd = openat(wk->root, wk->dirs[d].path, O_TMPFILE | O_RDWR | (excl ? O_EXCL : 0), 0644);
+	if (fd < 0) {
+		/* (in a directory removed after the lookup: ext4 says EPERM,
+		 * to the mount's O_TMPFILE too, as no file can be made in it) */
+		if (dir_gone(wk, d, errno) || (errno == EPERM && wk->dirs[d].kind == D_SUB)) {
+			wk->refused[OP_TMPFILE]++;
+			return true;
+		}
+		if (errno == EOPNOTSUPP || errno == EISDIR) {
+			fprintf(stderr, "[w%d] O_TMPFILE is refused (%s): no more tmpfile operations\n",
+				wk->w, strerror(errno));
+			wk->no_tmpfile = true;
+			wk->refused[OP_TMPFILE]++;
+			return true;
+		}
+		die(wk, "open %s O_TMPFILE: %s", wk->dirs[d].path, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0)
+		die(wk, "fstat of the O_TMPFILE file %08x: %s", f->m.id, strerror(errno));
+	wk->tmp_big += big;
+	wk->tmp_excl += excl;
+	f->live = true;
+	f->linkable = !excl;
+	f->nnames = 0;
+	f->fd = fd;
+	f->ino = (uint64_t)st.st_ino;
+	f->m.size = 0;
+	check_stat(wk, f);
+	for (b = 0; b < nb; b += run) {
+		run = 1 + rnd_below(wk, nb - b);
+		if (rnd_below(wk, 5) == 0)
+			continue;	/* a hole */
+		write_blocks(wk, f, fd, b, run);
+	}
+	size = nb * BLK;
+	if (rnd_below(wk, 3) == 0)
+		size -= 1 + rnd_below(wk, BLK - 1);
+	if (size != f->m.size) {
+		if (ftruncate(fd, (off_t)size) < 0)
+			die(wk, "ftruncate O_TMPFILE file %08x to %" PRIu64 ": %s", f->m.id, size,
+			    strerror(errno));
+		model_truncate(&f->m, size);
+	}
+	if (rnd_below(wk, 3) == 0) {
+		/* so that the read reaches the daemon, not the page cache */
+		logf_op(wk, "fdatasync O_TMPFILE file %08x, drop its page cache", f->m.id);
+		if (fdatasync(fd) < 0)
+			die(wk, "fdatasync O_TMPFILE file %08x: %s", f->m.id, strerror(errno));
+		(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	}
+	logf_op(wk, "read O_TMPFILE file %08x (size %" PRIu64 ")", f->m.id, f->m.size);
+	check_whole(wk, &f->m, fd, "read of an O_TMPFILE file without a name");
+	check_stat(wk, f);
+
+	if (excl) {
+		tmpfile_no_link(wk, f, fd, "O_TMPFILE | O_EXCL");
+	} else if (rnd_below(wk, 4) != 0) {
+		linked = tmpfile_link(wk, f, fd);
+		if (!linked)
+			wk->refused[OP_TMPFILE]++;	/* (the directory went) */
+		wk->tmp_linked += linked;
+	}
+	if (linked) {
+		tmpfile_write_more(wk, f, fd);
+		if (rnd_below(wk, 3) == 0)
+			wk->tmp_link2 += tmpfile_link(wk, f, fd);
+		if (rnd_below(wk, 3) == 0) {
+			k = (int)rnd_below(wk, (uint64_t)f->nnames);
+			to.dir = rnd_below(wk, 3) == 0 ? f->names[k].dir : pick_dir(wk);
+			new_leaf(wk, to.leaf, sizeof(to.leaf));
+			name_path(wk, &f->names[k], path);
+			name_path(wk, &to, to_path);
+			logf_op(wk, "rename %s -> %s (O_TMPFILE file %08x, open)", path, to_path,
+				f->m.id);
+			if (renameat(wk->root, path, wk->root, to_path) == 0) {
+				f->names[k] = to;
+				wk->tmp_renamed++;
+			} else if (dir_gone(wk, to.dir, errno)) {
+				still_there(wk, f, path);
+			} else {
+				explain_path(wk, path);
+				explain_path(wk, to_path);
+				die(wk, "rename %s -> %s: %s", path, to_path, strerror(errno));
+			}
+		}
+		if (rnd_below(wk, 3) == 0)
+			tmpfile_write_more(wk, f, fd);
+		if (rnd_below(wk, 4) == 0) {
+			/* one of its names, or all of them */
+			bool all = rnd_below(wk, 2) == 0;
+
+			while (f->nnames) {
+				k = (int)rnd_below(wk, (uint64_t)f->nnames);
+				name_path(wk, &f->names[k], path);
+				logf_op(wk, "unlink %s (O_TMPFILE file %08x, %d names, open)", path,
+					f->m.id, f->nnames);
+				if (unlinkat(wk->root, path, 0) < 0) {
+					explain_path(wk, path);
+					die(wk, "unlink %s: %s", path, strerror(errno));
+				}
+				name_drop(wk, f, k);
+				wk->tmp_unlinked++;
+				if (!all)
+					break;
+			}
+			if (f->nnames == 0)
+				tmpfile_no_link(wk, f, fd, "linked, then all its names removed");
+			tmpfile_write_more(wk, f, fd);
+		}
+		if (rnd_below(wk, 2) == 0) {
+			logf_op(wk, "read O_TMPFILE file %08x (size %" PRIu64 ", %d names)",
+				f->m.id, f->m.size, f->nnames);
+			check_whole(wk, &f->m, fd, "read of an O_TMPFILE file after its link");
+		}
+		check_stat(wk, f);
+	}
+	if (wk->kept < KEEP_FDS && rnd_below(wk, 3) == 0) {
+		logf_op(wk, "keep the fd of O_TMPFILE file %08x (%d names)", f->m.id, f->nnames);
+		wk->kept++;
+		return true;
+	}
+	logf_op(wk, "close O_TMPFILE file %08x (%d names)", f->m.id, f->nnames);
+	if (f->nnames == 0) {
+		check_whole(wk, &f->m, fd, "read of an O_TMPFILE file before its close");
+		wk->tmp_nameless++;
+	}
+	if (close(fd) < 0)
+		die(wk, "close O_TMPFILE file %08x: %s", f->m.id, strerror(errno));
+	f->fd = -1;
+	if (f->nnames == 0)
+		file_gone(wk, f);
+	return true;
+}
+
 static bool run_op(struct ns_worker *wk, enum ns_op op)
 {
 	switch (op) {
@@ -1312,6 +1659,7 @@ static bool run_op(struct ns_worker *wk, enum ns_op op)
 	case OP_FSYNC: return op_fsync(wk);
 	case OP_STAT: return op_stat(wk);
 	case OP_LIST: return op_list(wk);
+	case OP_TMPFILE: return op_tmpfile(wk);
 	case OP_NR: break;
 	}
 	return false;
@@ -1412,18 +1760,19 @@ static void write_manifest(struct ns_worker *wk, const char *mdir)
 }
 
 /* Memory for the models and the buffer of a worker of @maxf files of
- * @maxb blocks; exits on failure. */
+ * @maxb blocks, or @bigb for a big O_TMPFILE one; exits on failure. */
 static void worker_alloc(struct ns_worker *wk)
 {
 	unsigned j;
 
-	wk->buf = aligned_alloc(4096, (size_t)wk->maxb * BLK);
+	wk->capb = wk->bigb > wk->maxb ? wk->bigb : wk->maxb;
+	wk->buf = aligned_alloc(4096, (size_t)wk->capb * BLK);
 	if (!wk->buf)
 		die(wk, "out of memory");
 	for (j = 0; j < MAXF_LIMIT; j++) {
 		wk->files[j].fd = -1;
-		wk->files[j].m.gen = calloc(wk->maxb, sizeof(uint32_t));
-		wk->files[j].m.keep = calloc(wk->maxb, sizeof(uint16_t));
+		wk->files[j].m.gen = calloc(wk->capb, sizeof(uint32_t));
+		wk->files[j].m.keep = calloc(wk->capb, sizeof(uint16_t));
 		if (!wk->files[j].m.gen || !wk->files[j].m.keep)
 			die(wk, "out of memory");
 	}
@@ -1489,6 +1838,10 @@ static int worker_main(struct ns_worker *wk, const char *mdir, bool progress)
 		if (wk->refused[i])
 			printf(" (%lu refused)", wk->refused[i]);
 	}
+	if (wk->done[OP_TMPFILE])
+		printf("; O_TMPFILE: %lu big, %lu with O_EXCL, %lu closed without a name, %lu linked (%lu in a later operation; %lu over a name first: EEXIST), %lu linked again, %lu renamed, %lu names removed while open",
+		       wk->tmp_big, wk->tmp_excl, wk->tmp_nameless, wk->tmp_linked, wk->tmp_later,
+		       wk->tmp_eexist, wk->tmp_link2, wk->tmp_renamed, wk->tmp_unlinked);
 	printf("\n");
 	fflush(stdout);
 	return 0;
@@ -1765,7 +2118,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: zr_nsstress run [-P nproc] [-S seed] [-T secs] [-N ops] [-f files]\n"
-		"                       [-l blocks] [-X op,...] [-K] [-p] -M MANIFESTS ROOT\n"
+		"                       [-l blocks] [-B blocks] [-X op,...] [-K] [-p] -M MANIFESTS ROOT\n"
 		"       zr_nsstress verify -M MANIFESTS ROOT\n");
 	exit(2);
 }
@@ -1869,7 +2222,7 @@ static int run_main(struct ns_worker *tmpl, unsigned nproc, const char *mdir, bo
 int main(int argc, char **argv)
 {
 	static struct ns_worker wk = {
-		.w = -1, .tag = "verify:", .seed = 1, .maxf = 16, .maxb = 64,
+		.w = -1, .tag = "verify:", .seed = 1, .maxf = 16, .maxb = 64, .bigb = 640,
 	};
 	const char *mdir = NULL;
 	uint64_t secs = 20;
@@ -1887,7 +2240,7 @@ int main(int argc, char **argv)
 		usage();
 	argc--;
 	argv++;
-	while ((c = getopt(argc, argv, "P:S:T:N:f:l:X:KpM:")) != -1) {
+	while ((c = getopt(argc, argv, "P:S:T:N:f:l:B:X:KpM:")) != -1) {
 		switch (c) {
 		case 'P': nproc = (unsigned)parse_num(optarg); break;
 		case 'S': wk.seed = parse_num(optarg); break;
@@ -1895,6 +2248,7 @@ int main(int argc, char **argv)
 		case 'N': wk.nops = (unsigned long)parse_num(optarg); break;
 		case 'f': wk.maxf = (unsigned)parse_num(optarg); break;
 		case 'l': wk.maxb = (unsigned)parse_num(optarg); break;
+		case 'B': wk.bigb = (unsigned)parse_num(optarg); break;
 		case 'X': disable_ops(&wk, optarg); break;
 		case 'K': cached_stat = true; break;
 		case 'p': progress = true; break;
@@ -1903,7 +2257,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1 || !mdir || nproc < 1 || nproc > 64 || wk.maxf < 2 ||
-	    wk.maxf > MAXF_LIMIT || wk.maxb < 2 || wk.maxb > MAXB_LIMIT ||
+	    wk.maxf > MAXF_LIMIT || wk.maxb < 2 || wk.maxb > MAXB_LIMIT || wk.bigb > MAXB_LIMIT ||
 	    (run && secs == 0 && wk.nops == 0))
 		usage();
 	wk.rootpath = argv[optind];
