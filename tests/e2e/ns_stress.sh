@@ -86,9 +86,11 @@ if zr_stats_on && grep -q "O_TMPFILE is refused" "$ZR_TMP/ns.err"; then
 fi
 # every file the workers unlinked while open, or made with O_TMPFILE and
 # left without a name, is closed: its orphan (its only link) goes once the
-# kernel has forgotten it too.  (An O_TMPFILE file given a name keeps its
-# orphan's name as a second link until the kernel forgets it, which it
-# need not do while the name is in its cache: DESIGN-NOTES.)
+# kernel has forgotten it too.  (An O_TMPFILE file given a name loses its
+# orphan's name at the link, 7691879; a file whose last name zramfs knew
+# went while it had another, never looked up, keeps its orphan's name as a
+# second link until the kernel forgets it, which it need not do while the
+# name is in its cache.)
 if zr_real; then
 	for n in $(seq 50); do
 		left=$({ find "$B/.zramfs/unlinked" -maxdepth 1 -type f -links 1 2>/dev/null || true; } | wc -l)
@@ -108,7 +110,7 @@ if zr_real; then
 		grep -qx "$ino" "$ZR_TMP/tree.inos" ||
 			fail "orphan inode $ino has $(stat -c %h "$B/.zramfs/unlinked/zr-$ino-"* 2>/dev/null) links, none of them in the tree"
 	done
-	say "orphans left with a name in the tree (O_TMPFILE files linked, which the kernel still holds): $n"
+	say "orphans left with a name in the tree (which the kernel still holds): $n"
 fi
 if zr_stats_on; then
 	say "stats: writebacks $(zr_stat writebacks) demotions $(zr_stat demotions) misses $(zr_stat misses) bytes_read_backing $(zr_stat bytes_read_backing) fd_opens $(zr_stat fd_opens) orphans $(zr_stat orphans) removed_dropped $(zr_stat removed_dropped) writeback_errors $(zr_stat writeback_errors)"
