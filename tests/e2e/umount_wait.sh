@@ -110,6 +110,21 @@ cont_fail() {
 	fail "$@"
 }
 kill -STOP "$STOPPED"
+# (the stop reaches each thread on its way: one still busy polling may
+# answer the statfs first, and zramfsctl then waits on its next step; a
+# CI run saw that. Wait until every thread is stopped.)
+all_stopped() {
+	local t st
+	for t in /proc/"$STOPPED"/task/*/stat; do
+		st=$(awk '{ print $3 }' "$t" 2>/dev/null) || continue
+		[ "$st" = T ] || [ "$st" = t ] || return 1
+	done
+}
+for _ in $(seq 50); do
+	all_stopped && break
+	sleep 0.1
+done
+all_stopped || cont_fail "the daemon's threads did not all stop within 5 s of SIGSTOP"
 "$ZRAMFSCTL" umount "$ZR_MNT" 2>"$ZR_TMP/stopped.err" &
 CTL=$!
 ZR_ATEXIT+=('kill -9 "$CTL" 2>/dev/null')
