@@ -1653,25 +1653,19 @@ static void do_readfile(struct fz *z)
 	close((int)o[1].ret);
 }
 
-static void do_rename(struct fz *z)
+/*
+ * renameat2(@src, @dst) on both sides with flags @f (0: none, 1:
+ * RENAME_NOREPLACE, 2: RENAME_EXCHANGE), compared; on success the names
+ * are rescanned and the mtimes the rename may move (both parents, both
+ * inodes: a directory moved gets a new "..") are no longer explicit.
+ */
+static void rename_both(struct fz *z, const char *src, const char *dst, unsigned f)
 {
 	static const char *const fn[] = { "", " RENAME_NOREPLACE", " RENAME_EXCHANGE" };
-	char src[PATH_LEN], dst[PATH_LEN];
-	unsigned r = (unsigned)below(z, 100), f = r < 65 ? 0 : r < 82 ? 1 : 2;
 	unsigned flags = f == 0 ? 0 : f == 1 ? RENAME_NOREPLACE : RENAME_EXCHANGE;
-	unsigned mask = K_ANY;
 	ino_t ino[2];
-	struct stat st;
 	struct res res[2];
 
-	if (!(chance(z, 85) && pick_existing(z, K_ANY, src)))
-		made_path(z, K_ANY, src);
-	if (fstatat(z->root[1], src, &st, AT_SYMLINK_NOFOLLOW) == 0)
-		mask = kind_of(type_of(st.st_mode));
-	if (chance(z, 45) && pick_existing(z, chance(z, 70) ? mask : K_ANY, dst))
-		;
-	else
-		made_path(z, mask ? mask : K_ANY, dst);
 	ino[0] = b_ino(z, src, false);
 	ino[1] = b_ino(z, dst, false);
 	note(z, "rename %s -> %s%s", src, dst, fn[f]);
@@ -1682,11 +1676,28 @@ static void do_rename(struct fz *z)
 	z->stale = true;
 	unmark_parent(z, src);
 	unmark_parent(z, dst);
-	/* (a directory moved gets a new "..": some filesystems mark it) */
 	if (ino[0])
 		unmark(z, ino[0]);
 	if (ino[1])
 		unmark(z, ino[1]);
+}
+
+static void do_rename(struct fz *z)
+{
+	char src[PATH_LEN], dst[PATH_LEN];
+	unsigned r = (unsigned)below(z, 100), f = r < 65 ? 0 : r < 82 ? 1 : 2;
+	unsigned mask = K_ANY;
+	struct stat st;
+
+	if (!(chance(z, 85) && pick_existing(z, K_ANY, src)))
+		made_path(z, K_ANY, src);
+	if (fstatat(z->root[1], src, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		mask = kind_of(type_of(st.st_mode));
+	if (chance(z, 45) && pick_existing(z, chance(z, 70) ? mask : K_ANY, dst))
+		;
+	else
+		made_path(z, mask ? mask : K_ANY, dst);
+	rename_both(z, src, dst, f);
 }
 
 static void do_link(struct fz *z)
@@ -2401,7 +2412,6 @@ static void fifo_path(struct fz *z, char *out)
 
 static void do_fifo(struct fz *z)
 {
-	static const char *const fn[] = { "", " RENAME_NOREPLACE", " RENAME_EXCHANGE" };
 	char path[PATH_LEN], dst[PATH_LEN];
 	uint64_t what = below(z, 100);
 	struct stat st[2];
@@ -2437,25 +2447,10 @@ static void do_fifo(struct fz *z)
 		}
 	} else if (what < 70) {
 		unsigned f = (unsigned)below(z, 3);
-		unsigned flags = f == 0 ? 0 : f == 1 ? RENAME_NOREPLACE : RENAME_EXCHANGE;
-		ino_t ino[2];
 
 		if (!(chance(z, 40) && pick_existing(z, K_FIFO, dst)))
 			fifo_path(z, dst);
-		ino[0] = b_ino(z, path, false);
-		ino[1] = b_ino(z, dst, false);
-		note(z, "rename %s -> %s%s", path, dst, fn[f]);
-		note_ino(z, path);
-		BOTH(r, syscall(SYS_renameat2, z->root[S], path, z->root[S], dst, flags));
-		if (!same(z, r, true))
-			return;
-		z->stale = true;
-		unmark_parent(z, path);
-		unmark_parent(z, dst);
-		if (ino[0])
-			unmark(z, ino[0]);
-		if (ino[1])
-			unmark(z, ino[1]);
+		rename_both(z, path, dst, f);
 	} else if (what < 88) {
 		bool follow = chance(z, 50);
 
