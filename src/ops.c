@@ -896,9 +896,11 @@ static int caller_may_open(fuse_req_t req, int fd, const struct stat *st, int fl
 
 	if (ctx->uid == 0)
 		return 0;	/* CAP_DAC_OVERRIDE */
-	if (acc == O_RDONLY || acc == O_RDWR)
+	/* O_ACCMODE 3 (for ioctls) wants both, as in the kernel's ACC_MODE();
+	 * 6.18 sends it as O_RDWR, older kernels as it is */
+	if (acc != O_WRONLY)
 		want |= 4;
-	if (acc == O_WRONLY || acc == O_RDWR || (flags & O_TRUNC))
+	if (acc != O_RDONLY || (flags & O_TRUNC))
 		want |= 2;
 	/* the kernel reads the ACL of a file whose group class has any bit */
 	if (zr_fs_of(req)->acl_on && ctx->uid != st->st_uid && (st->st_mode & S_IRWXG)) {

@@ -65,11 +65,18 @@ say "a CREATE that meets a file made behind the kernel's negative entry"
 # nobody's lookups leave negative entries; root then makes the files in
 # the backing directory. nobody's O_CREAT opens reach the daemon as CREATE
 # of an existing file: its permissions hold, and it stays root's
-for f in late shared; do
+for f in late shared acc3; do
 	! as_nobody stat "$M/pub/$f" >/dev/null 2>&1 || fail "pub/$f exists already"
 done
 echo secret >"$B/pub/late" && chmod 0600 "$B/pub/late"
 echo open >"$B/pub/shared" && chmod 0666 "$B/pub/shared"
+echo ioctl >"$B/pub/acc3" && chmod 0644 "$B/pub/acc3"
+# O_ACCMODE 3 (neither read nor write, for ioctls) wants read and write
+# permission, as the kernel checks it (Linux 6.18 sends it to the daemon
+# as O_RDWR; older kernels send the 3, which the daemon must read so)
+zr_expect_err "Permission denied" as_nobody bash -c "/usr/bin/python3 -c '
+import os, sys
+os.open(sys.argv[1], 3 | os.O_CREAT, 0o644)' '$M/pub/acc3'"
 zr_expect_err "Permission denied" as_nobody bash -c "echo x >>'$M/pub/late'"
 as_nobody bash -c "echo more >>'$M/pub/shared'" || fail "nobody cannot append to a 0666 file through O_CREAT"
 for f in late shared; do
