@@ -59,7 +59,8 @@ done
 
 say "fstab line (mount MOUNTPOINT)"
 FSTAB=$ZR_TMP/fstab
-echo "$SRC $M fuse size=16M,noauto,allow_other 0 0" >"$FSTAB"
+# with the words only mount(8) and systemd read, as the README suggests
+echo "$SRC $M fuse size=16M,noauto,allow_other,nofail,x-systemd.requires-mounts-for=$B 0 0" >"$FSTAB"
 mount -T "$FSTAB" "$M" || fail "mount through an fstab line failed"
 zr_is_mounted "$M" || fail "not mounted from the fstab line"
 awk -v m="$M" '$5 == m' /proc/self/mountinfo | grep -q allow_other || fail "allow_other not in effect"
