@@ -6,7 +6,9 @@
 # A mount still in use is detached lazily; a second SIGTERM then must not
 # end the daemon while a user still holds a file with pages the kernel has
 # not sent (they would be lost); so must a SIGTERM after someone else's
-# umount -l.  A mount covered by another: SIGTERM leaves the one on top
+# umount -l.  An umount followed by SIGTERMs while the final writeback
+# runs (what systemd does when it stops a mount unit) loses nothing.  A
+# mount covered by another: SIGTERM leaves the one on top
 # alone.  A mount that cannot be unmounted (umount2 refused by zr_fault.so,
 # fusermount3 failing, as for a daemon that is not root without a working
 # fusermount3; run as root only, like the cases before it):
@@ -53,6 +55,33 @@ for sig in TERM INT; do
 	! zr_is_mounted "$M" || fail "$M still mounted after SIG$sig"
 	zr_same_sums "$ZR_TMP/sums" "$B" "backing directory after SIG$sig"
 done
+
+say "umount, then SIGTERM while the final writeback runs (as systemd stops a mount unit)"
+# umount returns before the daemon has written back; systemd then sends
+# SIGTERM to what is left in the unit, which must not cut the writeback
+# short (zramfs(8), Data safety)
+rm -rf "${B:?}"/*
+head -c $((96 << 20)) /dev/urandom >"$S/rand2"
+zr_sums "$S" >"$ZR_TMP/sums2"
+zr_mount "size=256M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+cp -a "$S/." "$ZR_MNT/"
+d=$(zr_stat blocks_dirty)
+[ "$d" -gt 0 ] || fail "no dirty blocks before the umount: the test would prove nothing"
+pid=$ZR_PID
+umount "$M" || fail "umount failed"
+hits=0
+while kill -s TERM "$pid" 2>/dev/null && [ $hits -lt 50 ]; do
+	hits=$((hits + 1))
+	sleep 0.02
+done
+say "$hits SIGTERMs reached the daemon after the umount ($d dirty blocks)"
+[ $hits -gt 0 ] || fail "the daemon had exited before the first SIGTERM: the test would prove nothing"
+zr_wait_pid "$pid" 60 || fail "daemon did not exit within 60 s of the umount"
+rc=$ZR_WAIT_RC
+ZR_PID=
+[ "$rc" = 0 ] || fail "daemon exited with status $rc after umount and SIGTERM (expected 0)"
+zr_same_sums "$ZR_TMP/sums2" "$B" "backing directory after umount and SIGTERM"
+rm -f "$S/rand2"
 
 # held_mount: mount, and write 4 MiB through fd 7, which stays open: it
 # keeps the mount busy, and its pages dirty in the kernel's cache
