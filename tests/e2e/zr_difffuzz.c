@@ -1405,19 +1405,16 @@ static void fstat_both(struct fz *z, int i)
 		check_stat(z, st);
 }
 
-static void do_write(struct fz *z, bool positional)
+/* write or pwrite to slot @i, compared */
+static void write_slot(struct fz *z, int i, bool positional)
 {
-	int i = pick_slot(z, true);
-	struct slot *sl;
+	struct slot *sl = &z->slots[i];
 	struct stat st;
 	uint64_t off, len, size;
 	struct res r[2];
 	const char *kind;
 	bool other;
 
-	if (i < 0)
-		return;
-	sl = &z->slots[i];
 	size = fstat(sl->fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	off = pick_off(z, size);
 	len = pick_len(z);
@@ -1442,17 +1439,22 @@ static void do_write(struct fz *z, bool positional)
 		fstat_both(z, i);
 }
 
-static void do_read(struct fz *z, bool positional)
+static void do_write(struct fz *z, bool positional)
 {
 	int i = pick_slot(z, true);
-	struct slot *sl;
+
+	if (i >= 0)
+		write_slot(z, i, positional);
+}
+
+/* read or pread from slot @i, the data compared */
+static void read_slot(struct fz *z, int i, bool positional)
+{
+	struct slot *sl = &z->slots[i];
 	struct stat st;
 	uint64_t off, len, size;
 	struct res r[2];
 
-	if (i < 0)
-		return;
-	sl = &z->slots[i];
 	size = fstat(sl->fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	off = chance(z, 80) ? below(z, size + 1) : pick_off(z, size);
 	len = pick_len(z);
@@ -1468,6 +1470,14 @@ static void do_read(struct fz *z, bool positional)
 	}
 	if (same(z, r, true) && r[0].ret > 0)
 		check_data(z, z->rbuf[0], z->rbuf[1], (size_t)r[0].ret, off);
+}
+
+static void do_read(struct fz *z, bool positional)
+{
+	int i = pick_slot(z, true);
+
+	if (i >= 0)
+		read_slot(z, i, positional);
 }
 
 static void do_lseek(struct fz *z)
@@ -1538,16 +1548,14 @@ static void do_truncate(struct fz *z)
 		z->loose[z->nloose++] = st.st_ino;
 }
 
-static void do_ftruncate(struct fz *z)
+/* ftruncate slot @i (now and then as another user), compared */
+static void ftruncate_slot(struct fz *z, int i)
 {
-	int i = pick_slot(z, true);
 	struct stat st;
 	uint64_t size, to;
 	struct res r[2];
 	bool other;
 
-	if (i < 0)
-		return;
 	size = fstat(z->slots[i].fd[1], &st) == 0 ? (uint64_t)st.st_size : 0;
 	to = pick_size(z, size);
 	other = chance(z, 8);
@@ -1560,6 +1568,14 @@ static void do_ftruncate(struct fz *z)
 	unmark(z, z->slots[i].bino);
 	if (same(z, r, true) && other)
 		fstat_both(z, i);
+}
+
+static void do_ftruncate(struct fz *z)
+{
+	int i = pick_slot(z, true);
+
+	if (i >= 0)
+		ftruncate_slot(z, i);
 }
 
 static void do_fallocate(struct fz *z)
@@ -1601,18 +1617,24 @@ static void do_fsync(struct fz *z)
 	same(z, r, true);
 }
 
-static void do_fstat(struct fz *z)
+/* fstat slot @i, compared (a log entry of its own) */
+static void fstat_slot(struct fz *z, int i)
 {
-	int i = pick_slot(z, true);
 	struct stat st[2];
 	struct res r[2];
 
-	if (i < 0)
-		return;
 	note(z, "fstat %s", slot_str(z, i));
 	BOTH(r, fstat(z->slots[i].fd[S], &st[S]));
 	if (same(z, r, true))
 		check_stat(z, st);
+}
+
+static void do_fstat(struct fz *z)
+{
+	int i = pick_slot(z, true);
+
+	if (i >= 0)
+		fstat_slot(z, i);
 }
 
 static void do_stat(struct fz *z)
