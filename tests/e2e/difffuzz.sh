@@ -10,7 +10,11 @@
 # lchown, fchown to other users and groups; utimensat, user.* xattrs, stat,
 # readdir; mmap(MAP_SHARED) with stores, loads, msync and munmap, inside
 # the size; copy_file_range between files and within one, also past the
-# end of the source; FIFOs made with mknod, renamed, unlinked, stat) in a
+# end of the source; FIFOs made with mknod, renamed, unlinked, stat;
+# open(2) with O_TMPFILE (also O_EXCL) in a random directory, written,
+# read, truncated and fstat, then closed nameless, linked with linkat(2)
+# of /proc/self/fd/N or AT_EMPTY_PATH, or kept open for later operations
+# and a later linkat of the descriptor) in a
 # directory of the mount and in a directory on tmpfs, and fails on the
 # first call whose result, errno, data or attributes differ.
 #

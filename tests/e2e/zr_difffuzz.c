@@ -31,7 +31,15 @@
  * with S_ISUID, S_ISGID (with or without group execute), S_ISVTX (the
  * set-id bits a chown clears, compared with a stat after it); FIFOs made
  * with mknodat, renamed (onto FIFO names only), unlinked, stat, chmod and
- * lchown (never opened: an open would block).  Each call must
+ * lchown (never opened: an open would block); open(2) with O_TMPFILE
+ * (O_RDWR or O_WRONLY, now and then O_EXCL, O_APPEND, O_DIRECT) in a
+ * directory (or through a symlink, or in a path that is none: the errno
+ * compared), written, truncated, read and fstat at once (a link count of
+ * 0), then closed without a name, linked, or kept open for the other
+ * operations on descriptors; linkat(2) of an open descriptor ("flink":
+ * of /proc/self/fd/N with AT_SYMLINK_FOLLOW, or AT_EMPTY_PATH), mostly of
+ * a nameless one, which gets its first name (ENOENT if made with O_EXCL,
+ * or unlinked since).  Each call must
  * return the same value (or the same errno) on both sides; data read, link
  * targets, xattr values, sorted xattr lists and sorted directory listings
  * must be equal; stat must agree on type, mode, uid, gid, nlink (of a
@@ -143,7 +151,7 @@ enum df_op {
 	OP_READFILE, OP_RENAME, OP_LINK, OP_UNLINK, OP_MKDIR, OP_RMDIR,
 	OP_SYMLINK, OP_READLINK, OP_CHMOD, OP_UTIMENS, OP_SETXATTR,
 	OP_GETXATTR, OP_LISTXATTR, OP_REMOVEXATTR, OP_FXATTR, OP_READDIR,
-	OP_MMAP, OP_COPYRANGE, OP_CHOWN, OP_FIFO, OP_PAUSE, OP_NR
+	OP_MMAP, OP_COPYRANGE, OP_CHOWN, OP_FIFO, OP_TMPFILE, OP_FLINK, OP_PAUSE, OP_NR
 };
 
 static const char *const op_names[OP_NR] = {
@@ -152,7 +160,7 @@ static const char *const op_names[OP_NR] = {
 	"readfile", "rename", "link", "unlink", "mkdir", "rmdir",
 	"symlink", "readlink", "chmod", "utimens", "setxattr",
 	"getxattr", "listxattr", "removexattr", "fxattr", "readdir",
-	"mmap", "copyrange", "chown", "fifo", "pause",
+	"mmap", "copyrange", "chown", "fifo", "tmpfile", "flink", "pause",
 };
 
 /* relative frequency of each operation */
@@ -165,7 +173,7 @@ static const unsigned op_weight[OP_NR] = {
 	[OP_READLINK] = 2, [OP_CHMOD] = 3, [OP_UTIMENS] = 6, [OP_SETXATTR] = 4,
 	[OP_GETXATTR] = 3, [OP_LISTXATTR] = 2, [OP_REMOVEXATTR] = 2,
 	[OP_FXATTR] = 3, [OP_READDIR] = 4, [OP_MMAP] = 3, [OP_COPYRANGE] = 3,
-	[OP_CHOWN] = 2, [OP_FIFO] = 2, [OP_PAUSE] = 1,
+	[OP_CHOWN] = 2, [OP_FIFO] = 2, [OP_TMPFILE] = 4, [OP_FLINK] = 2, [OP_PAUSE] = 1,
 };
 
 /* The outcome of one call on one side. */
@@ -178,8 +186,11 @@ struct res {
 struct slot {
 	bool used;
 	int fd[2];		/* on A, on B */
-	char path[PATH_LEN];	/* the name it was opened by (for the log) */
+	char path[PATH_LEN];	/* the name it was opened by (for the log), or
+				 * the one it was linked to; while nameless,
+				 * the directory it was made in */
 	int flags;		/* its open flags */
+	bool nameless;		/* made with O_TMPFILE and not linked (yet) */
 	bool is_dir;		/* it is a directory (no lseek on it) */
 	ino_t bino;		/* its inode on B */
 };
@@ -1241,11 +1252,16 @@ static const char *flag_str(int flags)
 	static char s[128];
 	int acc = flags & O_ACCMODE;
 
-	snprintf(s, sizeof(s), "%s%s%s%s%s%s%s%s",
-		 acc == O_RDONLY ? "O_RDONLY" : acc == O_WRONLY ? "O_WRONLY" : "O_RDWR",
+	bool tmp = (flags & O_TMPFILE) == O_TMPFILE;	/* (O_TMPFILE holds O_DIRECTORY) */
+
+	snprintf(s, sizeof(s), "%s%s%s%s%s%s%s%s%s",
+		 acc == O_RDONLY ? "O_RDONLY" : acc == O_WRONLY ? "O_WRONLY" :
+		 acc == O_RDWR ? "O_RDWR" : "O_ACCMODE",
+		 tmp ? "|O_TMPFILE" : "",
 		 flags & O_CREAT ? "|O_CREAT" : "", flags & O_EXCL ? "|O_EXCL" : "",
 		 flags & O_TRUNC ? "|O_TRUNC" : "", flags & O_APPEND ? "|O_APPEND" : "",
-		 flags & O_NOFOLLOW ? "|O_NOFOLLOW" : "", flags & O_DIRECTORY ? "|O_DIRECTORY" : "",
+		 flags & O_NOFOLLOW ? "|O_NOFOLLOW" : "",
+		 flags & O_DIRECTORY && !tmp ? "|O_DIRECTORY" : "",
 		 flags & O_DIRECT ? "|O_DIRECT" : "");
 	return s;
 }
@@ -1272,8 +1288,9 @@ static const char *slot_str(struct fz *z, int i)
 {
 	static char s[PATH_LEN + 160];
 
-	snprintf(s, sizeof(s), "fd%d(%s %s i%lu)", i, z->slots[i].path, flag_str(z->slots[i].flags),
-		 (unsigned long)z->slots[i].bino);
+	snprintf(s, sizeof(s), "fd%d(%s%s %s i%lu)", i, z->slots[i].nameless ? "nameless in " : "",
+		 z->slots[i].nameless && !*z->slots[i].path ? "." : z->slots[i].path,
+		 flag_str(z->slots[i].flags), (unsigned long)z->slots[i].bino);
 	return s;
 }
 
@@ -1288,6 +1305,21 @@ static void do_close_slot(struct fz *z, int i)
 	same(z, r, true);
 }
 
+/* A slot that is not in use, closing a random one when all are; @return it. */
+static int free_slot(struct fz *z)
+{
+	int i;
+
+	for (i = 0; i < NSLOTS && z->slots[i].used; i++)
+		;
+	if (i == NSLOTS) {
+		do_close_slot(z, (int)below(z, NSLOTS));
+		for (i = 0; i < NSLOTS && z->slots[i].used; i++)
+			;
+	}
+	return i;
+}
+
 static void do_open(struct fz *z)
 {
 	static const unsigned masks[] = { K_FILE, K_FILE, K_FILE, K_FILE, K_FILE, K_FILE,
@@ -1299,13 +1331,7 @@ static void do_open(struct fz *z)
 	struct stat st;
 	bool existed, was_link;
 
-	for (i = 0; i < NSLOTS && z->slots[i].used; i++)
-		;
-	if (i == NSLOTS) {
-		do_close_slot(z, (int)below(z, NSLOTS));
-		for (i = 0; i < NSLOTS && z->slots[i].used; i++)
-			;
-	}
+	i = free_slot(z);
 	pick_path(z, masks[below(z, NELEM(masks))], path);
 	flags = acc < 15 ? O_RDONLY : acc < 30 ? O_WRONLY : O_RDWR;
 	if (chance(z, 65)) {
@@ -1333,6 +1359,7 @@ static void do_open(struct fz *z)
 	z->slots[i].fd[0] = (int)r[0].ret;
 	z->slots[i].fd[1] = (int)r[1].ret;
 	z->slots[i].flags = flags;
+	z->slots[i].nameless = false;
 	strcpy(z->slots[i].path, path);
 	if (fstat(z->slots[i].fd[1], &st) < 0)
 		fatal("fstat of a descriptor of B: %s", strerror(errno));
@@ -1745,7 +1772,7 @@ static void do_unlink(struct fz *z)
 	int i = pick_slot(z, false);
 	struct res r[2];
 
-	if (i >= 0 && chance(z, 30))
+	if (i >= 0 && !z->slots[i].nameless && chance(z, 30))
 		strcpy(path, z->slots[i].path);		/* an open file */
 	else
 		pick_path(z, K_FILE | K_LINK, path);
@@ -2508,6 +2535,151 @@ static void do_fifo(struct fz *z)
 	}
 }
 
+/* --- O_TMPFILE and linkat of a descriptor ------------------------------- */
+
+/*
+ * linkat(2) of slot @i's descriptor to a made-up name: of /proc/self/fd/N
+ * with AT_SYMLINK_FOLLOW, or of the descriptor itself with AT_EMPTY_PATH
+ * (which takes CAP_DAC_READ_SEARCH: the fuzzer runs as root).  A file made
+ * with O_TMPFILE gets its first name (unless it was made with O_EXCL:
+ * ENOENT); any other file opened by name one more; a file unlinked while
+ * open, or one made with O_TMPFILE whose name has gone again: ENOENT; a
+ * directory: EPERM.  Then fstat (the link count).  A nameless slot that
+ * got a name is known by it from then on (unlink picks it).
+ */
+static void link_slot(struct fz *z, int i)
+{
+	char path[PATH_LEN], proc[2][32];
+	bool empty = chance(z, 40);
+	struct slot *sl = &z->slots[i];
+	struct res r[2];
+
+	made_path(z, chance(z, 85) ? K_FILE : K_ANY, path);
+	note(z, "flink %s -> %s%s", slot_str(z, i), path,
+	     empty ? " (the fd, AT_EMPTY_PATH)" : " (/proc/self/fd, AT_SYMLINK_FOLLOW)");
+	if (empty) {
+		BOTH(r, linkat(sl->fd[S], "", z->root[S], path, AT_EMPTY_PATH));
+	} else {
+		for (int s = 0; s < 2; s++)
+			snprintf(proc[s], sizeof(proc[s]), "/proc/self/fd/%d", sl->fd[s]);
+		BOTH(r, linkat(AT_FDCWD, proc[S], z->root[S], path, AT_SYMLINK_FOLLOW));
+	}
+	if (!same(z, r, true))
+		return;
+	z->stale = true;
+	unmark_parent(z, path);
+	if (sl->nameless) {
+		sl->nameless = false;
+		strcpy(sl->path, path);
+	}
+	fstat_both(z, i);
+}
+
+/* A slot to link: mostly a nameless one if there is one; @return -1 if none is open. */
+static int pick_link_slot(struct fz *z)
+{
+	int i = pick_slot(z, true), k = 0, pick;
+
+	for (int j = 0; j < NSLOTS; j++)
+		if (z->slots[j].used && z->slots[j].nameless)
+			k++;
+	if (i < 0 || k == 0 || chance(z, 25))
+		return i;
+	pick = (int)below(z, (uint64_t)k);
+	for (int j = 0; j < NSLOTS; j++)
+		if (z->slots[j].used && z->slots[j].nameless && pick-- == 0)
+			return j;
+	return i;
+}
+
+static void do_flink(struct fz *z)
+{
+	int i = pick_link_slot(z);
+
+	if (i >= 0)
+		link_slot(z, i);
+}
+
+/*
+ * open(2) with O_TMPFILE|O_RDWR (or O_WRONLY; now and then O_EXCL,
+ * O_APPEND, O_DIRECT, or O_RDONLY: EINVAL) in an existing directory, the
+ * root, through a symlink, or in a made-up path (ENOENT, ENOTDIR); then
+ * 0-4 of write, pwrite, ftruncate, pread and fstat on it (compared: the
+ * data, a link count of 0, the mode less the umask, the size); then one
+ * of: close it without a name (its data must go nowhere: the trees are
+ * compared), link it to a made-up name (link_slot()), or leave it open
+ * in a slot as do_open() does, for the other operations on descriptors
+ * and a later "flink" (after writebacks and renames) to use.  Neither the
+ * directory's mtime nor its listing changes until a link.
+ */
+static void do_tmpfile(struct fz *z)
+{
+	char dir[PATH_LEN];
+	int i, flags, acc = (int)below(z, 100);
+	mode_t mode = (mode_t)(0600 | below(z, 0200));
+	uint64_t where = below(z, 100), steps, end;
+	struct res r[2];
+	struct stat st;
+
+	i = free_slot(z);
+	if (where < 60 && pick_parent(z, dir))
+		;	/* an existing directory */
+	else if (where < 80)
+		dir[0] = '\0';
+	else if (where < 88 && pick_existing(z, K_LINK, dir))
+		;	/* a symlink: to a directory, a file, or nowhere */
+	else
+		strcpy(dir, made_parent[below(z, NELEM(made_parent))]);
+	flags = O_TMPFILE | (acc < 3 ? O_RDONLY : acc < 20 ? O_WRONLY : O_RDWR);
+	if (chance(z, 25))
+		flags |= O_EXCL;
+	if (chance(z, 8))
+		flags |= O_APPEND;
+	if (chance(z, 5))
+		flags |= O_DIRECT;
+	note(z, "open %s %s %04o", *dir ? dir : ".", flag_str(flags), mode);
+	BOTH(r, openat(z->root[S], *dir ? dir : ".", flags | O_CLOEXEC, mode));
+	if (!same(z, r, false))
+		return;
+	z->slots[i].used = true;
+	z->slots[i].fd[0] = (int)r[0].ret;
+	z->slots[i].fd[1] = (int)r[1].ret;
+	z->slots[i].flags = flags;
+	z->slots[i].nameless = true;
+	z->slots[i].is_dir = false;
+	strcpy(z->slots[i].path, dir);
+	if (fstat(z->slots[i].fd[1], &st) < 0)
+		fatal("fstat of a descriptor of B: %s", strerror(errno));
+	z->slots[i].bino = st.st_ino;
+	append(z, " = fd%d i%lu", i, (unsigned long)st.st_ino);
+	if (z->verbose)
+		printf("%s\n", cur(z));
+	for (steps = below(z, 5); steps; steps--) {
+		uint64_t what = below(z, 100);
+
+		if (what < 25)
+			write_slot(z, i, false);
+		else if (what < 55)
+			write_slot(z, i, true);
+		else if (what < 65)
+			ftruncate_slot(z, i);
+		else if (what < 85)
+			read_slot(z, i, true);
+		else
+			fstat_slot(z, i);
+		if (z->verbose)
+			printf("%s\n", cur(z));
+	}
+	end = below(z, 100);
+	if (end < 30) {
+		do_close_slot(z, i);
+	} else if (end < 65) {
+		link_slot(z, i);
+	} else {
+		note(z, "keep %s open", slot_str(z, i));
+	}
+}
+
 static void do_pause(struct fz *z)
 {
 	unsigned ms = (unsigned)below(z, z->pause_ms + 1);
@@ -2603,7 +2775,7 @@ static bool needs_slot(enum df_op op)
 	switch (op) {
 	case OP_CLOSE: case OP_WRITE: case OP_PWRITE: case OP_READ: case OP_PREAD:
 	case OP_LSEEK: case OP_FTRUNCATE: case OP_FALLOCATE: case OP_FSYNC:
-	case OP_FSTAT: case OP_FXATTR: case OP_MMAP: case OP_COPYRANGE:
+	case OP_FSTAT: case OP_FXATTR: case OP_MMAP: case OP_COPYRANGE: case OP_FLINK:
 		return true;
 	default:
 		return false;
@@ -2646,6 +2818,8 @@ static void run_op(struct fz *z, enum df_op op)
 	case OP_COPYRANGE: do_copy_range(z); break;
 	case OP_CHOWN: do_chown(z); break;
 	case OP_FIFO: do_fifo(z); break;
+	case OP_TMPFILE: do_tmpfile(z); break;
+	case OP_FLINK: do_flink(z); break;
 	case OP_PAUSE: do_pause(z); break;
 	default: break;
 	}
