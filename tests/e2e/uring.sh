@@ -4,10 +4,13 @@
 # parameter off, uring=on says so and serves through /dev/fuse.  With it on,
 # requests come through the rings: a source tree copied in, two writers and
 # a reader at once, renames, links and removals all read back identical,
-# through the mount and, after the unmount, in the backing directory.  Then
-# some of the suite's own tests run again with uring=on (ZR_E2E_OPTS), each
-# checking at its unmounts that its requests came through the rings.  Ring
-# threads give their buffers back when idle (buffer_trims), and a queue
+# through the mount and, after the unmount, in the backing directory.  A
+# file made with O_TMPFILE (FUSE_TMPFILE on a ring), written and linked,
+# reads back after a remount, and one closed without a name leaves no
+# orphan name and no file in the backing directory.  Then some of the
+# suite's own tests run again with uring=on (ZR_E2E_OPTS), each checking
+# at its unmounts that its requests came through the rings.  Ring threads
+# give their buffers back when idle (buffer_trims), and a queue
 # whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty pages
 # grows instead of deadlocking.  The ring threads go to SCHED_IDLE for a
 # lone process and back to SCHED_OTHER when CPU hogs starve them.  Ring
@@ -264,6 +267,88 @@ cmp "$ZR_TMP/r1" "$B/w1" || fail "backing w1 differs"
 cmp "$ZR_TMP/r2" "$B/w2" || fail "backing w2 differs"
 [ "$(cat "$B/d/g101" "$B/d/h102")" = "$(printf '101\n102')" ] || fail "backing g101/h102 wrong"
 rm -f "$ZR_TMP/r1" "$ZR_TMP/r2"
+
+say "O_TMPFILE through the rings: linked and read back after a remount; a nameless one leaves nothing"
+# FUSE_TMPFILE, which libfuse cannot dispatch, is turned into a CREATE as
+# it comes off a ring too (zr_session_map_request() in uring.c), or
+# O_TMPFILE fails with EOPNOTSUPP on the rings only.  One file is written
+# with no name, linked (/proc/self/fd, AT_SYMLINK_FOLLOW) and read back
+# after a remount; another is closed with no name: its orphan name goes,
+# and its data reaches no file of the backing directory.
+backing_files() { # the regular files of the backing directory, but .zramfs
+	(cd "$B" && find . -path ./.zramfs -prune -o -type f -print | LC_ALL=C sort)
+}
+backing_files >"$ZR_TMP/files.before"
+cat >"$ZR_TMP/tmpfile.py" <<'PY'
+import ctypes, os, random, sys
+mnt, orphans, want = sys.argv[1], sys.argv[2], sys.argv[3]
+def show(what, fd):
+    st = os.fstat(fd)
+    print(f"{what}: nlink {st.st_nlink} size {st.st_size} mode {st.st_mode & 0o7777:o}")
+os.umask(0o022)
+data = random.Random(74).randbytes(3 << 20)
+fd = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o664)
+os.pwrite(fd, data, 0)
+show("linked, before the link", fd)
+print("reads back", os.pread(fd, len(data), 0) == data)
+# (os.link() calls link(2), which does not follow /proc/self/fd/N)
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.linkat(-100, b"/proc/self/fd/%d" % fd, -100, os.path.join(mnt, "tmpfile.linked").encode(),
+               0x400) != 0:	# AT_FDCWD, AT_SYMLINK_FOLLOW
+    sys.exit("linkat: " + os.strerror(ctypes.get_errno()))
+os.pwrite(fd, b"after the link\n", len(data))
+show("linked, after the link", fd)
+os.close(fd)
+fd = os.open(mnt, os.O_TMPFILE | os.O_WRONLY, 0o600)
+os.pwrite(fd, random.Random(75).randbytes(1 << 20), 0)
+show("nameless", fd)
+print("orphan names while it is open:", len(os.listdir(orphans)))
+os.close(fd)
+with open(want, "wb") as f:
+    f.write(data + b"after the link\n")
+PY
+cat >"$ZR_TMP/tmpfile.expect" <<'OUT'
+linked, before the link: nlink 0 size 3145728 mode 644
+reads back True
+linked, after the link: nlink 1 size 3145743 mode 644
+nameless: nlink 0 size 1048576 mode 600
+orphan names while it is open: 1
+OUT
+zr_mount "uring=on" "$B" "$M"
+ls "$ZR_MNT" >/dev/null
+[ "$(zr_stat uring_active)" = 1 ] || fail "uring_active is $(zr_stat uring_active) after the remount"
+q0=$(zr_stat uring_requests)
+python3 "$ZR_TMP/tmpfile.py" "$ZR_MNT" "$B/.zramfs/unlinked" "$ZR_TMP/tmpfile.want" \
+	>"$ZR_TMP/tmpfile.out" 2>&1 || fail "O_TMPFILE through the rings: $(tail -n 1 "$ZR_TMP/tmpfile.out")"
+sed 's/^/     /' "$ZR_TMP/tmpfile.out"
+diff -u "$ZR_TMP/tmpfile.expect" "$ZR_TMP/tmpfile.out" >&2 ||
+	fail "O_TMPFILE through the rings: not what a local filesystem shows (diff above: - expected, + got)"
+q1=$(zr_stat uring_requests)
+[ "$q1" -gt "$q0" ] || fail "uring_requests stayed $q0 while the files were made"
+# (the orphan's name goes at the last close and the FORGET, which the
+# kernel may send after close(2) has returned)
+for _ in $(seq 300); do
+	[ "$(zr_stat orphans)" = 0 ] && [ -z "$(ls -A "$B/.zramfs/unlinked")" ] && break
+	sleep 0.1
+done
+[ "$(zr_stat orphans)" = 0 ] || fail "orphans is $(zr_stat orphans) 30 s after the nameless file's close"
+left=$(ls -A "$B/.zramfs/unlinked" | tr '\n' ' ')
+[ -z "$left" ] || fail "the orphan directory still holds $left after the nameless file's close"
+zr_umount
+zr_mount "uring=on" "$B" "$M"
+cmp "$ZR_TMP/tmpfile.want" "$ZR_MNT/tmpfile.linked" || fail "tmpfile.linked read back different after the remount"
+[ "$(stat -c '%h %a' "$ZR_MNT/tmpfile.linked")" = "1 644" ] ||
+	fail "tmpfile.linked after the remount: links and mode $(stat -c '%h %a' "$ZR_MNT/tmpfile.linked"), want 1 644"
+[ "$(zr_stat uring_active)" = 1 ] && [ "$(zr_stat uring_requests)" -gt 0 ] ||
+	fail "the read back did not come through the rings (uring_active $(zr_stat uring_active), uring_requests $(zr_stat uring_requests))"
+zr_umount
+cmp "$ZR_TMP/tmpfile.want" "$B/tmpfile.linked" || fail "the backing tmpfile.linked differs"
+echo ./tmpfile.linked >>"$ZR_TMP/files.before"
+LC_ALL=C sort -o "$ZR_TMP/files.before" "$ZR_TMP/files.before"
+backing_files | diff -u "$ZR_TMP/files.before" - >&2 ||
+	fail "the backing directory has other new files than tmpfile.linked (diff above)"
+[ ! -e "$B/.zramfs" ] || fail "the backing directory still has .zramfs: $(ls -lAR "$B/.zramfs")"
+rm -f "$ZR_TMP/tmpfile.want"
 
 say "the suite's tests again, with uring=on"
 here=$(cd "$(dirname "$0")" && pwd)
