@@ -8,11 +8,11 @@
 # file made with O_TMPFILE (FUSE_TMPFILE on a ring), written and linked,
 # reads back after a remount, and one closed without a name leaves no
 # orphan name and no file in the backing directory.  Then some of the
-# suite's own tests run again with uring=on (ZR_E2E_OPTS), each checking
-# at its unmounts that its requests came through the rings.  Ring threads
-# give their buffers back when idle (buffer_trims), and a queue
-# whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty pages
-# grows instead of deadlocking.  The ring threads go to SCHED_IDLE for a
+# suite's own tests (tmpfile.sh too) run again with uring=on (ZR_E2E_OPTS),
+# each checking at its unmounts that its requests came through the rings.
+# Ring threads give their buffers back when idle (buffer_trims), and a
+# queue whose threads all wait in lseek(SEEK_DATA) for the WRITEs of dirty
+# pages grows instead of deadlocking.  The ring threads go to SCHED_IDLE for a
 # lone process and back to SCHED_OTHER when CPU hogs starve them.  Ring
 # threads serving a cold stream read may run on any CPU, and are pinned to
 # their queue's CPU again by small requests.
@@ -352,7 +352,7 @@ rm -f "$ZR_TMP/tmpfile.want"
 
 say "the suite's tests again, with uring=on"
 here=$(cd "$(dirname "$0")" && pwd)
-for t in posix fsx git compile_c fio_verify mmap_shared hardlinks truncate_sparse unlink_race signal_flush fsync_kill9; do
+for t in posix fsx git compile_c fio_verify mmap_shared hardlinks truncate_sparse unlink_race signal_flush fsync_kill9 tmpfile; do
 	[ -f "$here/$t.sh" ] || fail "$t.sh is missing"
 	rc=0
 	ZR_E2E_OPTS=uring=on ZR_E2E_URING=1 bash "$here/$t.sh" >"$ZR_TMP/$t.log" 2>&1 || rc=$?
