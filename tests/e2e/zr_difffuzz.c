@@ -110,6 +110,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "zr_cli.h"
+
 #ifndef FALLOC_FL_KEEP_SIZE
 #define FALLOC_FL_KEEP_SIZE 0x01
 #endif
@@ -2918,37 +2920,6 @@ static int compare(struct fz *z, const char *state, const char *snap)
 	return 0;
 }
 
-static uint64_t parse_num(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if (errno || *end || end == s)
-		fatal("bad number '%s'", s);
-	return v;
-}
-
-/* -X name,name...: turn those operations off. */
-static void disable_ops(struct fz *z, char *list)
-{
-	char *save = NULL, *name;
-	int i;
-
-	for (name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-		for (i = 0; i < OP_NR && strcmp(name, op_names[i]) != 0; i++)
-			;
-		if (i == OP_NR)
-			fatal("-X: no operation '%s'", name);
-		z->disabled[i] = true;
-	}
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -2991,16 +2962,16 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "vs:n:p:c:l:B:tM:S:X:")) != -1) {
 		switch (c) {
 		case 'v': z.verbose = true; break;
-		case 's': z.seed = parse_num(optarg); break;
-		case 'n': z.nops = (unsigned long)parse_num(optarg); break;
-		case 'p': z.pause_ms = (unsigned)parse_num(optarg); break;
-		case 'c': z.tree_every = (unsigned long)parse_num(optarg); break;
+		case 's': z.seed = zr_cli_num("zr_difffuzz", optarg); break;
+		case 'n': z.nops = (unsigned long)zr_cli_num("zr_difffuzz", optarg); break;
+		case 'p': z.pause_ms = (unsigned)zr_cli_num("zr_difffuzz", optarg); break;
+		case 'c': z.tree_every = (unsigned long)zr_cli_num("zr_difffuzz", optarg); break;
 		case 't': z.strict = true; break;
-		case 'l': z.max_off = parse_num(optarg); break;
-		case 'B': z.ballast = parse_num(optarg); break;
+		case 'l': z.max_off = zr_cli_num("zr_difffuzz", optarg); break;
+		case 'B': z.ballast = zr_cli_num("zr_difffuzz", optarg); break;
 		case 'M': state = optarg; break;
 		case 'S': snap = optarg; break;
-		case 'X': disable_ops(&z, optarg); break;
+		case 'X': zr_cli_disable("zr_difffuzz", optarg, op_names, OP_NR, z.disabled); break;
 		default: usage();
 		}
 	}

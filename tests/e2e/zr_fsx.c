@@ -49,6 +49,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "zr_cli.h"
+
 #ifndef FALLOC_FL_KEEP_SIZE
 #define FALLOC_FL_KEEP_SIZE 0x01
 #endif
@@ -834,37 +836,14 @@ static int run(struct fsx *x, const char *dump)
 	return 0;
 }
 
-static uint64_t parse_num(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 0);
-
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	default: break;
-	}
-	if (*end || end == s) {
-		fprintf(stderr, "zr_fsx: bad number '%s'\n", s);
-		exit(2);
-	}
-	return v;
-}
-
-/* -X name,name...: turn those operations off. */
+/* -X name,name...: turn those operations off (not read and write, which
+ * check the data). */
 static void disable_ops(struct fsx *x, char *list)
 {
-	char *save = NULL, *name;
-	int i;
-
-	for (name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-		for (i = 0; i < OP_NR && strcmp(name, op_names[i]) != 0; i++)
-			;
-		if (i == OP_NR || i == OP_READ || i == OP_WRITE) {
-			fprintf(stderr, "zr_fsx: -X: cannot turn off '%s'\n", name);
-			exit(2);
-		}
-		x->disabled[i] = true;
+	zr_cli_disable("zr_fsx", list, op_names, OP_NR, x->disabled);
+	if (x->disabled[OP_READ] || x->disabled[OP_WRITE]) {
+		fprintf(stderr, "zr_fsx: -X: cannot turn off read or write\n");
+		exit(2);
 	}
 }
 
@@ -903,17 +882,17 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "N:S:l:o:b:mcdpD:P:X:")) != -1) {
 		switch (c) {
-		case 'N': x.nops = (unsigned long)parse_num(optarg); break;
-		case 'S': seed = parse_num(optarg); break;
-		case 'l': x.maxlen = parse_num(optarg); break;
-		case 'o': x.maxop = parse_num(optarg); break;
-		case 'b': x.bs = parse_num(optarg); break;
+		case 'N': x.nops = (unsigned long)zr_cli_num("zr_fsx", optarg); break;
+		case 'S': seed = zr_cli_num("zr_fsx", optarg); break;
+		case 'l': x.maxlen = zr_cli_num("zr_fsx", optarg); break;
+		case 'o': x.maxop = zr_cli_num("zr_fsx", optarg); break;
+		case 'b': x.bs = zr_cli_num("zr_fsx", optarg); break;
 		case 'm': x.mmap_ops = true; break;
 		case 'c': x.copy_ops = true; break;
 		case 'd': x.dio_ops = true; break;
 		case 'p': x.progress = true; break;
 		case 'D': dump = optarg; break;
-		case 'P': nproc = (unsigned)parse_num(optarg); break;
+		case 'P': nproc = (unsigned)zr_cli_num("zr_fsx", optarg); break;
 		case 'X': disable_ops(&x, optarg); break;
 		default: usage();
 		}

@@ -91,6 +91,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "zr_cli.h"
+
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -2123,41 +2125,6 @@ static void usage(void)
 	exit(2);
 }
 
-/* @s as a number; @return it (exits 2 when it is not one). */
-static uint64_t parse_num(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || *end || end == s) {
-		fprintf(stderr, "zr_nsstress: bad number '%s'\n", s);
-		exit(2);
-	}
-	return v;
-}
-
-/* -X name,name...: turn those operations off. */
-static void disable_ops(struct ns_worker *wk, char *list)
-{
-	char *save = NULL, *name;
-	unsigned i;
-
-	for (name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-		for (i = 0; i < OP_NR && strcmp(name, op_names[i]) != 0; i++)
-			;
-		if (i == OP_NR) {
-			fprintf(stderr, "zr_nsstress: unknown operation '%s'; they are:", name);
-			for (i = 0; i < OP_NR; i++)
-				fprintf(stderr, " %s", op_names[i]);
-			fputc('\n', stderr);
-			exit(2);
-		}
-		wk->disabled[i] = true;
-	}
-}
-
 /* mkdir that may find the directory there. @return 0 or -1 (errno set). */
 static int mkdir_maybe(int at, const char *path)
 {
@@ -2242,14 +2209,14 @@ int main(int argc, char **argv)
 	argv++;
 	while ((c = getopt(argc, argv, "P:S:T:N:f:l:B:X:KpM:")) != -1) {
 		switch (c) {
-		case 'P': nproc = (unsigned)parse_num(optarg); break;
-		case 'S': wk.seed = parse_num(optarg); break;
-		case 'T': secs = parse_num(optarg); break;
-		case 'N': wk.nops = (unsigned long)parse_num(optarg); break;
-		case 'f': wk.maxf = (unsigned)parse_num(optarg); break;
-		case 'l': wk.maxb = (unsigned)parse_num(optarg); break;
-		case 'B': wk.bigb = (unsigned)parse_num(optarg); break;
-		case 'X': disable_ops(&wk, optarg); break;
+		case 'P': nproc = (unsigned)zr_cli_num("zr_nsstress", optarg); break;
+		case 'S': wk.seed = zr_cli_num("zr_nsstress", optarg); break;
+		case 'T': secs = zr_cli_num("zr_nsstress", optarg); break;
+		case 'N': wk.nops = (unsigned long)zr_cli_num("zr_nsstress", optarg); break;
+		case 'f': wk.maxf = (unsigned)zr_cli_num("zr_nsstress", optarg); break;
+		case 'l': wk.maxb = (unsigned)zr_cli_num("zr_nsstress", optarg); break;
+		case 'B': wk.bigb = (unsigned)zr_cli_num("zr_nsstress", optarg); break;
+		case 'X': zr_cli_disable("zr_nsstress", optarg, op_names, OP_NR, wk.disabled); break;
 		case 'K': cached_stat = true; break;
 		case 'p': progress = true; break;
 		case 'M': mdir = optarg; break;
