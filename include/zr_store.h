@@ -423,4 +423,7 @@ void zr_file_io_unlock(struct zr_file *f);
 /** Blocks of this file in RAM (for tests and stats). */
 uint64_t zr_file_nblocks(struct zr_file *f);
 
+/** Dirty blocks of this file: not yet written back (read without the lock). */
+uint64_t zr_file_ndirty(struct zr_file *f);
+
 #endif /* ZR_STORE_H */

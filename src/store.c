@@ -1258,6 +1258,11 @@ uint64_t zr_file_nblocks(struct zr_file *f)
 	return zr_stat_read(&f->nblocks);
 }
 
+uint64_t zr_file_ndirty(struct zr_file *f)
+{
+	return zr_stat_read(&f->ndirty);
+}
+
 /* ---- read and write ---- */
 
 /*
