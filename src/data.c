@@ -2550,6 +2550,33 @@ static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len)
 	return rc;
 }
 
+/*
+ * A fallocate of the backing file failed (ENOSPC, a quota): what it took
+ * before it failed stays allocated there (ext4, xfs), and, as zramfs asks
+ * with FALLOC_FL_KEEP_SIZE, past the backing file's end, where nothing
+ * shows it: the size stays, the space is gone, and the next writes fail
+ * for want of it. tmpfs gives such space back; so does this, with a
+ * truncate of the backing file to its own size, which frees what lies
+ * past its end (ext4, xfs; a punch there does nothing on ext4). No data
+ * lies there: the tier's blocks past it are in RAM. Under the I/O mutex,
+ * as zr_data_truncate(): a writeback that extends the file meanwhile
+ * would be cut back. Space reserved past the end by an earlier
+ * FALLOC_FL_KEEP_SIZE goes too. @st: the backing file before the call.
+ */
+static void give_back(struct zr_inode *ino, int fd, const struct stat *st)
+{
+	struct stat now;
+
+	if (ino->blocks)
+		zr_file_io_lock(ino->blocks);
+	if (fstat(fd, &now) == 0 && now.st_blocks > st->st_blocks &&
+	    ftruncate(fd, now.st_size) < 0)
+		zr_log(ZR_LOG_WARNING, "fallocate: cannot give back the space a failed fallocate took past the end of a backing file: %s",
+		       strerror(errno));
+	if (ino->blocks)
+		zr_file_io_unlock(ino->blocks);
+}
+
 void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 		     off_t len, struct fuse_file_info *fi)
 {
@@ -2597,9 +2624,14 @@ void zr_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	} else {
 		/* reserve the space on the backing filesystem; the size grows
 		 * unless KEEP_SIZE (the backing file never outgrows it) */
+		struct stat st;
+		bool had = fstat(fd, &st) == 0;
+
 		rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, off, len) < 0 ? -errno : 0;
 		if (rc == -EBADF)
 			rc = -EROFS;
+		if (rc && rc != -EROFS && had)
+			give_back(in, fd, &st);
 		if (rc == 0 && !(mode & FALLOC_FL_KEEP_SIZE) && end > load_size(in)) {
 			/* under the I/O mutex, as truncate: a writeback that
 			 * extends the backing file over a zero block past its
