@@ -304,9 +304,12 @@ void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 	}
 	if (ino->blocks && zr_file_dirty(ino->blocks)) {
 		/* blocks not yet written back will occupy space once they
-		 * are: count the blocks held in RAM, bounded by the size */
+		 * are: count them, bounded by the size. Not the clean ones:
+		 * the backing file has them already (counted twice, a file
+		 * with holes punched showed more than tmpfs; a rewrite of
+		 * data on disk still does, within the size) */
 		blocks = (uint64_t)st->st_blocks +
-			 zr_file_nblocks(ino->blocks) * (fs->bs / 512);
+			 zr_file_ndirty(ino->blocks) * (fs->bs / 512);
 		blocks = ZR_MIN(blocks, (size + 511) / 512);
 		if ((uint64_t)st->st_blocks < blocks)
 			st->st_blocks = (blkcnt_t)blocks;
