@@ -806,132 +806,6 @@ static bool caller_in_group(fuse_req_t req, gid_t gid)
 	return in;
 }
 
-/* The tags of the entries of a system.posix_acl_access value, and its
- * layout: a little-endian u32 version (2), then 8-byte entries of a u16
- * tag, a u16 perm (rwx as 4/2/1) and a u32 id, sorted by tag, then id. */
-enum { ACL_USER_OBJ = 0x01, ACL_USER = 0x02, ACL_GROUP_OBJ = 0x04,
-       ACL_GROUP = 0x08, ACL_MASK = 0x10, ACL_OTHER = 0x20 };
-#define ACL_XATTR_VERSION 2u
-
-static uint32_t le_u32(const unsigned char *p)
-{
-	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/*
- * Check @want (rwx as 4/2/1) for the caller of @req against the access
- * ACL @acl of @len bytes of a file owned by @st, as the kernel's
- * posix_acl_permission() does: the owner by its entry; a named user by
- * its entry under the mask; the owning and named groups the caller is in
- * by the first that grants all of @want, under the mask, and denied if
- * one matched and none did; everyone else by the other entry.
- * @return 0, -EACCES, or -EINVAL for a value that is not an ACL.
- */
-static int acl_permits(fuse_req_t req, const struct stat *st,
-		       const unsigned char *acl, size_t len, unsigned want)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	unsigned mask = 7, grant = 0, other = 0;
-	bool user = false, in_group = false, group_ok = false;
-
-	if (len < 4 || (len - 4) % 8 || le_u32(acl) != ACL_XATTR_VERSION)
-		return -EINVAL;
-	for (size_t i = 4; i < len; i += 8) {
-		unsigned tag = acl[i] | acl[i + 1] << 8;
-		unsigned perm = (acl[i + 2] | acl[i + 3] << 8) & 7;
-		uint32_t id = le_u32(acl + i + 4);
-
-		switch (tag) {
-		case ACL_USER_OBJ:
-			if (ctx->uid == st->st_uid)
-				return (perm & want) == want ? 0 : -EACCES;
-			break;
-		case ACL_USER:
-			if (!user && ctx->uid == id) {
-				user = true;
-				grant = perm;
-			}
-			break;
-		case ACL_GROUP_OBJ:
-		case ACL_GROUP:
-			if (user || group_ok)
-				break;
-			if (caller_in_group(req, tag == ACL_GROUP_OBJ ? st->st_gid : id)) {
-				in_group = true;
-				if ((perm & want) == want) {
-					group_ok = true;
-					grant = perm;
-				}
-			}
-			break;
-		case ACL_MASK:
-			mask = perm;
-			break;
-		case ACL_OTHER:
-			other = perm;
-			break;
-		default:
-			return -EINVAL;
-		}
-	}
-	if (user || group_ok)
-		return (grant & mask & want) == want ? 0 : -EACCES;
-	if (in_group)
-		return -EACCES;
-	return (other & want) == want ? 0 : -EACCES;
-}
-
-/*
- * Whether the caller of @req may open the existing file @st, open as @fd,
- * with open(2) @flags, as the kernel's default_permissions checks it: by
- * the file's access ACL when acl=on and it has one, else by its mode bits.
- * For a CREATE that met a file the kernel did not know of (a name made in
- * the backing directory while it held a negative entry), which it could
- * not check. @return 0 or -EACCES.
- */
-static int caller_may_open(fuse_req_t req, int fd, const struct stat *st, int flags)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	int acc = flags & O_ACCMODE;
-	unsigned want = 0, bits;
-
-	if (ctx->uid == 0)
-		return 0;	/* CAP_DAC_OVERRIDE */
-	/* O_ACCMODE 3 (for ioctls) wants both, as in the kernel's ACC_MODE();
-	 * 6.18 sends it as O_RDWR, older kernels as it is */
-	if (acc != O_WRONLY)
-		want |= 4;
-	if (acc != O_RDONLY || (flags & O_TRUNC))
-		want |= 2;
-	/* the kernel reads the ACL of a file whose group class has any bit */
-	if (zr_fs_of(req)->acl_on && ctx->uid != st->st_uid && (st->st_mode & S_IRWXG)) {
-		unsigned char buf[4 + 8 * 32], *acl = buf;
-		ssize_t n = fgetxattr(fd, "system.posix_acl_access", buf, sizeof(buf));
-		int rc = -EINVAL;
-
-		if (n < 0 && errno == ERANGE) {
-			n = fgetxattr(fd, "system.posix_acl_access", NULL, 0);
-			acl = n > 0 ? malloc((size_t)n) : NULL;
-			if (!acl)
-				return -EACCES;	/* cannot tell: refuse */
-			n = fgetxattr(fd, "system.posix_acl_access", acl, (size_t)n);
-		}
-		if (n > 0)
-			rc = acl_permits(req, st, acl, (size_t)n, want);
-		if (acl != buf)
-			free(acl);
-		if (rc != -EINVAL)
-			return rc;
-	}
-	if (ctx->uid == st->st_uid)
-		bits = (st->st_mode >> 6) & 7;
-	else if (caller_in_group(req, st->st_gid))
-		bits = (st->st_mode >> 3) & 7;
-	else
-		bits = st->st_mode & 7;
-	return (bits & want) == want ? 0 : -EACCES;
-}
-
 /*
  * Give a new entry @name in @pfd to the caller of @req: uid, and gid (or the
  * parent's group when the parent directory is setgid). chown clears set-id
@@ -1682,30 +1556,40 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		in = zr_inode_from_ino(fs, e.ino);
 		goto begin;
 	}
-	/* O_EXCL first, to know whether the file is new (empty, without
-	 * capabilities: zr_data_attach() need not look) */
+	/* O_EXCL: the file is new (empty, without capabilities:
+	 * zr_data_attach() need not look); one already there is for the
+	 * kernel to open (below) */
 	fd = openat(pfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
 		    mode & 07777);
 	created = fd >= 0;
-	if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL))
-		fd = openat(pfd, name, O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
-		rc = -errno;
+		rc = errno;
 		zr_fd_put(fs, p);
-		fuse_reply_err(req, -rc);
+		/*
+		 * The name holds something the kernel did not know of: made
+		 * in the backing directory while the kernel held a negative
+		 * entry for it, since the kernel sends a CREATE only for a
+		 * name it believes free, and serializes those of one
+		 * directory. Without O_EXCL, ESTALE has the kernel walk the
+		 * path again with LOOKUP_REVAL, which drops the negative
+		 * entry, looks the name up and opens what it finds itself,
+		 * with every check of an open: permissions and ACLs, and
+		 * fs.protected_regular, protected_fifos and
+		 * protected_symlinks for a name in a sticky directory (the
+		 * daemon used to open the file itself, checking only its
+		 * mode or ACL; opening as root it met those sysctls in the
+		 * backing directory instead, against itself: the file's
+		 * owner got EACCES; and a FIFO gave EIO).
+		 */
+		if (rc == EEXIST && !(fi->flags & O_EXCL))
+			rc = ESTALE;
+		fuse_reply_err(req, rc);
 		return;
 	}
-	/* a file that was there is not the caller's to own, and the kernel
-	 * did not check its permissions (it thought the name free) */
 	have_st = false;
-	if (created) {
-		rc = give_to_caller(req, pfd, name, fd, S_IFREG, &st, &have_st);
-		if (rc)
-			undo_create(pfd, name, false, fd);
-	} else if (fs->opt->default_permissions)
-		rc = fstat(fd, &st) < 0 ? -errno : caller_may_open(req, fd, &st, fi->flags);
-	else
-		rc = 0;
+	rc = give_to_caller(req, pfd, name, fd, S_IFREG, &st, &have_st);
+	if (rc)
+		undo_create(pfd, name, false, fd);
 	/* the file this fd holds, not whatever the name holds by now */
 	if (rc == 0 && !have_st)
 		rc = fstat(fd, &st) < 0 ? -errno : 0;

@@ -7,7 +7,8 @@
 # as root, or that lets anyone do anything, fails here. A new entry whose
 # chown to its creator fails (EDQUOT, injected) is removed, not left as
 # root's. A CREATE that meets a file made behind the kernel's back (which
-# it could not check) is checked by the file's mode, or by its access ACL.
+# it could not check) is checked by the file's mode, or by its access ACL
+# (the daemon answers ESTALE, and the kernel looks again and checks it).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_root "switches to another user"
