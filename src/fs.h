@@ -159,6 +159,16 @@ struct zr_inode {
 	bool orphaned;			/* ns_lock (relaxed atomic stores and loads): its
 					 * last name went while open; its one name is in
 					 * fs->orphans */
+	unsigned rename_begun;		/* atomic (seq_cst): renames of ours of this
+					 * inode begun, counted before the backing
+					 * call (zr_rename_begin()) */
+	unsigned rename_ended;		/* atomic (seq_cst): those ended, counted once
+					 * its names are changed under ns_lock, or
+					 * the call failed (zr_rename_end()); equal
+					 * to rename_begun when none is in flight.
+					 * A reader of a name that reached another
+					 * file, or nothing, asks zr_rename_wait()
+					 * whether one may explain it */
 
 	int fd;				/* fd_lock: cached fd, -1 if none */
 	int fd_flags;			/* fd_lock: O_RDWR/O_RDONLY of fd */
@@ -295,6 +305,14 @@ struct zr_fs {
 					 * again: it takes those off) */
 
 	pthread_rwlock_t ns_lock;
+	/* Threads in zr_rename_wait(), waiting for a rename of an inode to
+	 * end (rare: one mutex and condition for all). rename_waiters: atomic
+	 * (seq_cst), read by zr_rename_end() after it counts the end, so
+	 * that a rename with no waiter takes no lock; rename_lock (innermost)
+	 * serves only rename_cond, which zr_rename_end() broadcasts. */
+	unsigned rename_waiters;
+	pthread_mutex_t rename_lock;
+	pthread_cond_t rename_cond;
 	pthread_mutex_t attr_lock;	/* zr_inode.mtime and times_dirty; innermost */
 	/* A writeback's stamp of a file's mtime on its backing file, and a
 	 * SETATTR of its times, one at a time per file (zr_stamp_lock()):
@@ -475,6 +493,10 @@ int zr_inode_lookup(struct zr_fs *fs, struct zr_inode *parent, int pfd, const ch
 void zr_inode_forget(struct zr_fs *fs, struct zr_inode *ino, uint64_t n);
 bool zr_name_reaches(int dirfd, const char *name, const struct zr_inode_key *key);
 struct zr_alias *zr_alias_new(const char *name);
+unsigned zr_rename_mark(struct zr_inode *ino);
+void zr_rename_begin(struct zr_inode *ino);
+void zr_rename_end(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_rename_wait(struct zr_fs *fs, struct zr_inode *ino, unsigned mark);
 void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *oldp,
 		     const char *oldname, struct zr_inode *newp, struct zr_alias *fresh);
 int zr_alias_add(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *parent,

@@ -760,6 +760,8 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 		fs->backing_in_ram = sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
 	pthread_mutex_init(&fs->itable_lock, NULL);
 	pthread_rwlock_init(&fs->ns_lock, NULL);
+	pthread_mutex_init(&fs->rename_lock, NULL);
+	pthread_cond_init(&fs->rename_cond, NULL);
 	pthread_mutex_init(&fs->attr_lock, NULL);
 	for (unsigned i = 0; i < ZR_STAMP_LOCKS; i++)
 		pthread_mutex_init(&fs->stamp_locks[i], NULL);
@@ -1256,6 +1258,77 @@ void zr_alias_rename(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode *ol
 		zr_inode_unref(fs, old->parent);
 		free(old);
 	}
+}
+
+/*
+ * Renames in flight. A rename of ours changes the backing names first
+ * (renameat2()), then its record of them (zr_alias_rename(), under
+ * ns_lock): in between, a name of the inode reaches another file, or
+ * nothing, and a reader of it must not take that for the file gone or
+ * replaced behind our back, however long the rename's thread is held up
+ * (a fixed number of tries failed GETATTR with ESTALE under CPU load:
+ * rename_estale.sh). So each rename counts its begin on the inodes it
+ * moves before the backing call and its end after their names are
+ * changed (zr_inode.rename_begun, rename_ended). A reader takes
+ * zr_rename_mark() before it reads a name; when the name disappoints it,
+ * zr_rename_wait() tells whether a rename of that inode began since the
+ * mark (or was in flight at it): if none did, the names it read were
+ * the inode's and the answer stands; else it waits for one to end and
+ * the reader reads the names again. The common path (the name reaches
+ * the file) costs one atomic load; a rename two atomic increments per
+ * inode, and a lock only when someone waits.
+ */
+
+/** zr_rename_mark() - the renames of @ino that ended, before a name of it
+ * is read (see zr_rename_wait()). */
+unsigned zr_rename_mark(struct zr_inode *ino)
+{
+	return __atomic_load_n(&ino->rename_ended, __ATOMIC_SEQ_CST);
+}
+
+/** zr_rename_begin() - a rename of @ino begins: before its backing call,
+ * followed by zr_rename_end() whatever happens. */
+void zr_rename_begin(struct zr_inode *ino)
+{
+	__atomic_add_fetch(&ino->rename_begun, 1, __ATOMIC_SEQ_CST);
+}
+
+/** zr_rename_end() - a rename of @ino ended: after its names were changed
+ * (or the backing call failed). Wakes the threads in zr_rename_wait(). */
+void zr_rename_end(struct zr_fs *fs, struct zr_inode *ino)
+{
+	__atomic_add_fetch(&ino->rename_ended, 1, __ATOMIC_SEQ_CST);
+	/* (seq_cst both: either the waiter sees the end, or this sees it) */
+	if (__atomic_load_n(&fs->rename_waiters, __ATOMIC_SEQ_CST) == 0)
+		return;
+	pthread_mutex_lock(&fs->rename_lock);
+	pthread_cond_broadcast(&fs->rename_cond);
+	pthread_mutex_unlock(&fs->rename_lock);
+}
+
+/**
+ * zr_rename_wait() - a name of @ino, read after zr_rename_mark() gave
+ * @mark, reached another file or nothing: whether a rename of ours may be
+ * why. When one began since @mark (or was in flight then), wait until one
+ * ends. The caller holds no lock and no pinned fd: a rename may need
+ * them before its end.
+ * @return true: read the names again; false: no rename of @ino ran since
+ * the mark, the name was one of its names then, so what it reached
+ * stands (removed or replaced behind our back).
+ */
+bool zr_rename_wait(struct zr_fs *fs, struct zr_inode *ino, unsigned mark)
+{
+	/* begun >= ended >= mark: equal means that none began since the
+	 * mark, and none was in flight at it */
+	if (__atomic_load_n(&ino->rename_begun, __ATOMIC_SEQ_CST) == mark)
+		return false;
+	__atomic_add_fetch(&fs->rename_waiters, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&fs->rename_lock);
+	while (__atomic_load_n(&ino->rename_ended, __ATOMIC_SEQ_CST) == mark)
+		pthread_cond_wait(&fs->rename_cond, &fs->rename_lock);
+	pthread_mutex_unlock(&fs->rename_lock);
+	__atomic_sub_fetch(&fs->rename_waiters, 1, __ATOMIC_SEQ_CST);
+	return true;
 }
 
 /**

@@ -183,44 +183,47 @@ static void gone_keep(struct zr_fs *fs, struct zr_inode *ino, const struct stat 
 	__atomic_store_n(&ino->gone_st, g, __ATOMIC_RELEASE);
 }
 
-/* Tries of inode_stat() at a name that reaches another file, and the
- * pause between them (µs). */
-#define STAT_NAME_TRIES 50
-#define STAT_NAME_PAUSE_US 200
-
 /*
  * The backing file's attributes of @ino into @st. Through a name (no fd
- * cached), the name may reach another file for a moment: a rename of it
- * is under way in another thread (renamed in the backing directory, our
- * names not yet changed), and the kernel would keep that file's
+ * cached), the name may reach another file, or nothing, for a moment: a
+ * rename or removal of it is under way in another thread (backing call
+ * done, our names not yet changed), and the kernel would keep that file's
  * attributes for the attribute timeout, or, of another kind (an exchange
  * of a directory and a symlink), take the inode for bad (helper-63). So
- * the name is looked at again for a while; -ESTALE when it still reaches
- * another file (replaced behind our back). @return 0 or -errno.
+ * the names are read again once such a change ends, as long as one began
+ * since they were read (zr_rename_wait(): not a number of tries, which
+ * failed with ESTALE when the rename's thread was held up longer under
+ * CPU load; rename_estale.sh); -ESTALE (-ENOENT) when none did: the file
+ * was replaced (removed) behind our back. @return 0 or -errno.
  */
 static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
+	unsigned mark;
 	bool named;
 	int rc;
 
 	if (gone_stat(ino, st))
 		return 0;
 	zr_data_attr_shown(ino);	/* (before the backing file's st_blocks) */
-	for (int tries = 1;; tries++) {
+	for (;;) {
+		mark = zr_rename_mark(ino);
 		rc = at_get_fast(fs, ino, &at);
-		if (rc)
-			return rc;
-		rc = at_stat(&at, st);
-		named = at.name[0] != '\0';
-		at_put(fs, &at);
-		if (rc || !named || (st->st_dev == ino->key.dev && st->st_ino == ino->key.ino))
-			break;
-		if (tries == STAT_NAME_TRIES) {
-			rc = -ESTALE;
-			break;
+		if (rc == 0) {
+			rc = at_stat(&at, st);
+			named = at.name[0] != '\0';
+			at_put(fs, &at);
+			if (rc == 0 && named &&
+			    (st->st_dev != ino->key.dev || st->st_ino != ino->key.ino))
+				rc = -ESTALE;	/* another file */
 		}
-		usleep(STAT_NAME_PAUSE_US);
+		/* (no lock or fd held here, as zr_rename_wait() wants) */
+		if ((rc != -ESTALE && rc != -ENOENT) || !zr_rename_wait(fs, ino, mark))
+			break;
+		/* its names changed meanwhile: it may have none now, and
+		 * attributes kept by the removal */
+		if (gone_stat(ino, st))
+			return 0;
 	}
 	if (rc == 0)
 		zr_data_fix_stat(fs, ino, st);
@@ -1180,7 +1183,7 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 		       int at_flags)
 {
 	struct zr_inode *victim;
-	bool pinned = false, early = false;
+	bool pinned = false, early = false, counted;
 	char oname[NAME_MAX + 1] = "";
 	struct stat st;
 	nlink_t nlink;
@@ -1197,6 +1200,11 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 		if (rc == 0)
 			early = unhash_early(fs, victim, p, name, nlink);
 	}
+	/* (a name that reaches nothing until our names change, as for a
+	 * rename: zr_rename_wait()) */
+	counted = victim && rc == 0;
+	if (counted)
+		zr_rename_begin(victim);
 	if (rc == 0)
 		rc = unlinkat(pfd, name, at_flags) < 0 ? -errno : 0;
 	if (victim) {
@@ -1204,6 +1212,8 @@ static int remove_name(struct zr_fs *fs, struct zr_inode *p, const char *name,
 			finish_unlink(fs, victim, p, name, nlink, oname, &st);
 		else
 			undo_pin(fs, victim, pinned, oname);	/* not empty, say */
+		if (counted)
+			zr_rename_end(fs, victim);
 		if (early)
 			zr_inode_removed(fs, victim, rc == 0);
 		pthread_rwlock_unlock(&victim->lock);
@@ -1245,7 +1255,7 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *src = NULL, *dst = NULL;
 	struct zr_alias *src_name = NULL, *dst_name = NULL;	/* their new names */
 	struct stat sst, dst_st;
-	bool pinned = false, early = false;
+	bool pinned = false, early = false, counted;
 	char oname[NAME_MAX + 1] = "";
 	nlink_t nlink;
 	int ofd, nfd, rc;
@@ -1298,6 +1308,14 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 				early = unhash_early(fs, dst, np, newname, nlink);
 		}
 	}
+	/* from the backing call to the change of our names, a name of src
+	 * or dst reaches another file or nothing: readers of it wait
+	 * (zr_rename_wait()) */
+	counted = rc == 0;
+	if (counted && src)
+		zr_rename_begin(src);
+	if (counted && dst)
+		zr_rename_begin(dst);
 	if (rc == 0)
 		rc = renameat2(ofd, name, nfd, newname, flags) < 0 ? -errno : 0;
 	if (rc == 0) {
@@ -1313,6 +1331,10 @@ static void zr_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (dst && !(flags & RENAME_EXCHANGE))
 			undo_pin(fs, dst, pinned, oname);
 	}
+	if (counted && src)
+		zr_rename_end(fs, src);
+	if (counted && dst)
+		zr_rename_end(fs, dst);
 	if (early)
 		zr_inode_removed(fs, dst, rc == 0);
 	if (dst && !(flags & RENAME_EXCHANGE))
@@ -1430,6 +1452,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
+	unsigned mark;
 	int fd, rc;
 
 	if (zr_is_ctl(ino)) {
@@ -1446,7 +1469,12 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fd = zr_fd_get(fs, in);
+	/* a reopen by name during a rename of the file reached another file
+	 * or nothing: again once it ended (zr_rename_wait(); no lock held) */
+	do {
+		mark = zr_rename_mark(in);
+		fd = zr_fd_get(fs, in);
+	} while ((fd == -ESTALE || fd == -ENOENT) && zr_rename_wait(fs, in, mark));
 	if (fd < 0) {
 		rc = fd;
 	} else {

@@ -7,7 +7,8 @@
  * file went (its number then belongs to a new file); a stat that finds
  * another kind of file under a number is taken again before the inode of
  * that number is taken for removed, and a name a stale stat found is not
- * given to a file that has another.
+ * given to a file that has another; a reader of a name waits for a rename
+ * of the inode in flight, and only for one (zr_rename_wait()).
  */
 #include "config.h"
 
@@ -276,6 +277,77 @@ START_TEST(test_stale_name)
 }
 END_TEST
 
+struct waiter {
+	struct zr_fs *fs;
+	struct zr_inode *ino;
+	unsigned mark;
+	bool again;
+	int done;	/* atomic */
+};
+
+static void *wait_rename(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->again = zr_rename_wait(w->fs, w->ino, w->mark);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * zr_rename_wait(): a name read after a mark, which disappointed its
+ * reader, is taken for what it reached at once when no rename of the
+ * inode began since the mark; else the reader waits for one to end
+ * (however long it takes) and reads the names again.
+ */
+START_TEST(test_rename_wait)
+{
+	struct zr_fs fs;
+	struct stat st = file_st(5);
+	struct zr_inode *a;
+	struct waiter w = { .fs = &fs };
+	pthread_t t;
+	unsigned mark;
+
+	fs_init(&fs);
+	pthread_mutex_init(&fs.rename_lock, NULL);
+	pthread_cond_init(&fs.rename_cond, NULL);
+	ck_assert_int_eq(zr_inode_lookup(&fs, NULL, -1, "f", &st, false, &a), 0);
+	w.ino = a;
+	/* no rename: the answer stands */
+	mark = zr_rename_mark(a);
+	ck_assert(!zr_rename_wait(&fs, a, mark));
+	/* one began and ended since the mark: read again, no wait */
+	zr_rename_begin(a);
+	zr_rename_end(&fs, a);
+	ck_assert(zr_rename_wait(&fs, a, mark));
+	mark = zr_rename_mark(a);
+	ck_assert(!zr_rename_wait(&fs, a, mark));
+	/* in flight at the mark, and one that began after it: wait */
+	for (int before = 1; before >= 0; before--) {
+		if (before)
+			zr_rename_begin(a);
+		w.mark = zr_rename_mark(a);
+		if (!before)
+			zr_rename_begin(a);
+		w.done = 0;
+		ck_assert_int_eq(pthread_create(&t, NULL, wait_rename, &w), 0);
+		sleep_ms(50);
+		ck_assert_int_eq(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE), 0);
+		zr_rename_end(&fs, a);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_assert(w.again);
+		mark = zr_rename_mark(a);
+		ck_assert(!zr_rename_wait(&fs, a, mark));
+	}
+	ck_assert_uint_eq(fs.rename_waiters, 0);
+	zr_inode_forget(&fs, a, 1);
+	pthread_mutex_destroy(&fs.rename_lock);
+	pthread_cond_destroy(&fs.rename_cond);
+	fs_fini(&fs);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("inode");
@@ -288,6 +360,7 @@ int main(void)
 	tcase_add_test(tc, test_other_numbers);
 	tcase_add_test(tc, test_type_mismatch);
 	tcase_add_test(tc, test_stale_name);
+	tcase_add_test(tc, test_rename_wait);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
