@@ -44,7 +44,9 @@
  * does on an older kernel. With ZR_FAULT_UMOUNT=1, umount2(2) fails with
  * EPERM (armed or not), as for a daemon that is not root. With
  * ZR_FAULT_RENAME_DELAY_MS=N, every renameat2(2) while armed whose new
- * name's last component is ZR_FAULT_NAME sleeps N ms after the call: a
+ * name's last component is ZR_FAULT_NAME (or matches one of the fnmatch(3)
+ * patterns, separated by '|', of ZR_FAULT_RENAME_NAME when that is set)
+ * sleeps N ms after the call: a
  * window in which the backing names have changed and the daemon's record
  * of them not yet. With ZR_FAULT_INVAL_DELAY_MS=N, the first writev(2)
  * while armed of a FUSE_NOTIFY_INVAL_INODE message disarms and sleeps N ms
@@ -482,6 +484,7 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
 	renameat2_fn real = (renameat2_fn)dlsym(RTLD_NEXT, "renameat2");
 	const char *ms_s = getenv("ZR_FAULT_RENAME_DELAY_MS");
 	const char *name = getenv("ZR_FAULT_NAME");
+	const char *names = getenv("ZR_FAULT_RENAME_NAME");
 	const char *armed = getenv("ZR_FAULT_ARMED");
 	const char *base = strrchr(newpath, '/');
 	int rc;
@@ -492,7 +495,8 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
 	}
 	rc = real(olddirfd, oldpath, newdirfd, newpath, flags);
 	base = base ? base + 1 : newpath;
-	if (ms_s && armed && name && strcmp(base, name) == 0 && access(armed, F_OK) == 0)
+	if (ms_s && armed && (names ? name_matches(names, base) : name && strcmp(base, name) == 0) &&
+	    access(armed, F_OK) == 0)
 		return held(rc, atol(ms_s));
 	return rc;
 }
