@@ -565,6 +565,34 @@ static int at_entry_fd(struct zr_at *at, const struct zr_inode *ino)
 	return 0;
 }
 
+/*
+ * at_get_fast(), then at_entry_fd(): @ino reached by its own fd or by a
+ * checked O_PATH fd of its entry, for a change. A name that reaches
+ * another file, or nothing, because a rename or removal of @ino is under
+ * way is read again once it ended, as in inode_stat() (zr_rename_wait():
+ * the caller holds no lock). @return 0 with @at filled (release with
+ * at_put()), or -errno (-ESTALE: the name holds another file, and no
+ * rename of ours explains it).
+ */
+static int at_get_entry(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
+{
+	unsigned mark;
+	int rc;
+
+	for (;;) {
+		mark = zr_rename_mark(ino);
+		rc = at_get_fast(fs, ino, at);
+		if (rc == 0) {
+			rc = at_entry_fd(at, ino);
+			if (rc == 0)
+				return 0;
+			at_put(fs, at);
+		}
+		if ((rc != -ESTALE && rc != -ENOENT) || !zr_rename_wait(fs, ino, mark))
+			return rc;
+	}
+}
+
 /* utimensat of what @at reaches: its own fd (futimens), or an O_PATH fd
  * through /proc/self/fd (utimensat with AT_EMPTY_PATH is Linux 5.8's), the
  * link itself for a symlink. @return 0, or -1 with errno set. */
@@ -607,15 +635,13 @@ static void zr_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	rc = at_get_fast(fs, in, &at);
+	if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+		     FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))
+		rc = at_get_entry(fs, in, &at);
+	else
+		rc = at_get_fast(fs, in, &at);
 	if (rc)
 		goto out;
-	if (valid & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
-		     FUSE_SET_ATTR_CTIME | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
-		rc = at_entry_fd(&at, in);
-		if (rc)
-			goto out_at;
-	}
 	if (valid & FUSE_SET_ATTR_MODE) {
 		if (S_ISLNK(in->type)) {
 			rc = -EOPNOTSUPP;
@@ -2235,14 +2261,8 @@ static void zr_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			return;
 		}
 	}
-	rc = at_get_fast(fs, in, &at);
+	rc = at_get_entry(fs, in, &at);
 	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	rc = at_entry_fd(&at, in);
-	if (rc) {
-		at_put(fs, &at);
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -2370,14 +2390,8 @@ static void zr_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		return;
 	}
 	in = zr_inode_from_ino(fs, ino);
-	rc = at_get_fast(fs, in, &at);
+	rc = at_get_entry(fs, in, &at);
 	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	rc = at_entry_fd(&at, in);
-	if (rc) {
-		at_put(fs, &at);
 		fuse_reply_err(req, -rc);
 		return;
 	}
