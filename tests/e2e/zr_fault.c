@@ -31,6 +31,10 @@
  * fills up at byte N of the file. (Built without _FILE_OFFSET_BITS=64,
  * which would make pread an alias of pread64 and pwrite of pwrite64: the
  * daemon, built with it, calls pread64 and pwrite64.) With
+ * ZR_FAULT_PWRITE_DELAY_MS=N, the first pwrite(2) of ZR_FAULT_NAME while
+ * the file ZR_FAULT_PWRITE_ARMED names exists (an arming of its own)
+ * removes that file and sleeps N ms before it is made: a write that
+ * reaches the backing file late (races). With
  * ZR_FAULT_REMOVE_DELAY_MS=N, the first unlinkat(2) while armed of a name
  * whose last component is ZR_FAULT_NAME (or matches one of the fnmatch(3)
  * patterns, separated by '|', of ZR_FAULT_REMOVE_NAME when that is set)
@@ -87,11 +91,11 @@
 
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
 
-/* Whether the fault is armed and @fd is the file ZR_FAULT_NAME names. */
-static bool fault_file(int fd)
+/* Whether the file @armed names exists and @fd is the file ZR_FAULT_NAME
+ * names. */
+static bool fault_file_armed(int fd, const char *armed)
 {
 	const char *name = getenv("ZR_FAULT_NAME");
-	const char *armed = getenv("ZR_FAULT_ARMED");
 	char link[64], path[PATH_MAX];
 	const char *base;
 	ssize_t n;
@@ -105,6 +109,12 @@ static bool fault_file(int fd)
 	path[n] = '\0';
 	base = strrchr(path, '/');
 	return strcmp(base ? base + 1 : path, name) == 0;
+}
+
+/* Whether the fault is armed and @fd is the file ZR_FAULT_NAME names. */
+static bool fault_file(int fd)
+{
+	return fault_file_armed(fd, getenv("ZR_FAULT_ARMED"));
 }
 
 /*
@@ -210,6 +220,8 @@ ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
 
 typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 
+static void sleep_ms(long ms);
+
 static ssize_t faulty_pwrite(const char *sym, int fd, const void *buf, size_t len, off_t off)
 {
 	pwrite_fn real = (pwrite_fn)dlsym(RTLD_NEXT, sym);
@@ -219,6 +231,11 @@ static ssize_t faulty_pwrite(const char *sym, int fd, const void *buf, size_t le
 		errno = ENOSYS;
 		return -1;
 	}
+	/* (unlink() decides which of two racing calls is the first) */
+	if (getenv("ZR_FAULT_PWRITE_DELAY_MS") &&
+	    fault_file_armed(fd, getenv("ZR_FAULT_PWRITE_ARMED")) &&
+	    unlink(getenv("ZR_FAULT_PWRITE_ARMED")) == 0)
+		sleep_ms(atol(getenv("ZR_FAULT_PWRITE_DELAY_MS")));
 	if (fault_covers("ZR_FAULT_PWRITE_AT", fd, len, off, &at)) {
 		if (at == (long long)off) {
 			errno = ENOSPC;
