@@ -1982,15 +1982,23 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 	if (!fs->store) {
 		(void)zr_fd_make_writable(fs, ino, fd);	/* (as to_backing()) */
 		zr_stat_add(&fs->tb_writes, 1);	/* (zr_data_syncfs()) */
+		/* shared, with the size grown before it is let go: a
+		 * fallocate, a punch or a truncate (which hold it for
+		 * writing) that cuts the backing file to a size it has
+		 * just read (a failed fallocate's give_back(), fstat then
+		 * ftruncate) or to the cached size must not cut an
+		 * extension written meanwhile, whose WRITE was answered
+		 * (the kernel does not wait for a flush of its cache
+		 * before those) */
+		pthread_rwlock_rdlock(&ino->lock);
 		rc = full_pwrite(fd, data, len, (off_t)off);
+		if (rc == 0)
+			(void)grow_size(ino, off + len);
+		pthread_rwlock_unlock(&ino->lock);
 		zr_fd_put(fs, ino);
 		if (rc)
 			return rc;
 		zr_stat_add(&fs->bytes_written_backing, len);
-		pthread_rwlock_wrlock(&ino->lock);
-		if (off + len > load_size(ino))
-			store_size(ino, off + len);
-		pthread_rwlock_unlock(&ino->lock);
 		return (ssize_t)len;
 	}
 	/* past the largest file the backing filesystem takes: refused now,
