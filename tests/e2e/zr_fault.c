@@ -31,6 +31,10 @@
  * fills up at byte N of the file. (Built without _FILE_OFFSET_BITS=64,
  * which would make pread an alias of pread64 and pwrite of pwrite64: the
  * daemon, built with it, calls pread64 and pwrite64.) With
+ * ZR_FAULT_CREATE_DELAY_MS=N, every openat(2) with O_CREAT|O_EXCL
+ * while armed of a name whose last component is ZR_FAULT_NAME sleeps N ms
+ * before the call and N ms after it: windows in which the name may be
+ * made or removed behind the daemon's back around its create. With
  * ZR_FAULT_PWRITE_DELAY_MS=N, the first pwrite(2) of ZR_FAULT_NAME while
  * the file ZR_FAULT_PWRITE_ARMED names exists (an arming of its own)
  * removes that file and sleeps N ms before it is made: a write that
@@ -76,6 +80,7 @@
 #include <fnmatch.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -630,4 +635,60 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 	if (on && strcmp(on, "1") == 0 && getsid(0) == getpid())
 		return EAGAIN;
 	return real(t, attr, fn, arg);
+}
+
+typedef int (*openat_fn)(int, const char *, int, ...);
+
+static int held_openat(const char *sym, int dirfd, const char *path, int flags, mode_t mode)
+{
+	openat_fn real = (openat_fn)dlsym(RTLD_NEXT, sym);
+	const char *ms_s = getenv("ZR_FAULT_CREATE_DELAY_MS");
+	const char *name = getenv("ZR_FAULT_NAME");
+	const char *armed = getenv("ZR_FAULT_ARMED");
+	const char *base = strrchr(path, '/');
+	bool hold;
+	int rc, e;
+
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	hold = ms_s && name && armed && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) &&
+	       strcmp(base ? base + 1 : path, name) == 0 && access(armed, F_OK) == 0;
+	if (hold)
+		sleep_ms(atol(ms_s));
+	rc = real(dirfd, path, flags, mode);
+	e = errno;
+	if (hold)
+		sleep_ms(atol(ms_s));
+	errno = e;
+	return rc;
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+
+	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {
+		va_list ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return held_openat("openat", dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+
+	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {
+		va_list ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return held_openat("openat64", dirfd, path, flags, mode);
 }
