@@ -245,43 +245,6 @@ uint64_t zr_data_space_cb(void *ctx, void *owner)
 }
 
 /**
- * zr_data_attr_shown() - the kernel is about to be given the attributes of
- * the regular file @ino. With the writeback cache, it keeps them until
- * they time out (a day), and moves the size and times itself, not
- * st_blocks: the blocks of its cached pages come in WRITEs later, and
- * would not show (du(1) of a file written and fsynced, or still open,
- * said 0 where tmpfs and ext4 count them). The first such WRITE after
- * this that adds blocks (dirty ones, or the backing file's past its end)
- * has the kernel ask again (zr_op_write_buf()); a rewrite in place does
- * not, nor does it make the kernel ask for attributes at its next write
- * (a GETATTR by name meets renames under way: helper-63's ESTALE). Taken
- * before the blocks are counted: a WRITE that lands after the count sees
- * more than this.
- */
-void zr_data_attr_shown(struct zr_inode *ino)
-{
-	if (!S_ISREG(ino->type))
-		return;
-	__atomic_store_n(&ino->shown_ndirty, ino->blocks ? zr_file_ndirty(ino->blocks) : 0,
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&ino->shown_disk_end, __atomic_load_n(&ino->disk_end, __ATOMIC_RELAXED),
-			 __ATOMIC_RELAXED);
-	__atomic_store_n(&ino->attr_shown, true, __ATOMIC_SEQ_CST);
-}
-
-/* Whether a WRITE of @ino added blocks since the kernel was given its
- * st_blocks (zr_data_attr_shown()). */
-static bool blocks_grew(struct zr_inode *ino)
-{
-	if (!__atomic_load_n(&ino->attr_shown, __ATOMIC_SEQ_CST))
-		return false;
-	return (ino->blocks && zr_file_ndirty(ino->blocks) >
-				       __atomic_load_n(&ino->shown_ndirty, __ATOMIC_RELAXED)) ||
-	       __atomic_load_n(&ino->disk_end, __ATOMIC_RELAXED) >
-		       __atomic_load_n(&ino->shown_disk_end, __ATOMIC_RELAXED);
-}
-
-/**
  * zr_data_fix_stat() - merge what only the daemon knows into a backing stat:
  * the cached size and mtime of a file with data not yet written back, the
  * link count of an orphaned one.
@@ -293,10 +256,7 @@ void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 	/* the name in the orphan directory is not one of the file's links */
 	if (__atomic_load_n(&ino->orphaned, __ATOMIC_RELAXED) && st->st_nlink > 0)
 		st->st_nlink--;
-	if (!S_ISREG(ino->type))
-		return;
-	zr_data_attr_shown(ino);
-	if (!ino->size_valid)
+	if (!S_ISREG(ino->type) || !ino->size_valid)
 		return;
 	size = load_size(ino);
 	if ((uint64_t)st->st_size != size) {
@@ -2026,15 +1986,11 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 	return too_big && n >= 0 ? -EFBIG : n;
 }
 
-static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len);
-
 void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		     off_t off, struct fuse_file_info *fi)
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	size_t len = fuse_buf_size(bufv);
-	bool writepage = fi && fi->writepage;
-	struct zr_inode *in;
 	char *data;
 	char *copy = NULL;
 	ssize_t n;
@@ -2074,18 +2030,9 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		len = (size_t)n;
 		data = copy;
 	}
-	in = zr_inode_from_ino(fs, ino);
-	n = data_write(fs, in, data, len, (uint64_t)off, writepage);
+	n = data_write(fs, zr_inode_from_ino(fs, ino), data, len, (uint64_t)off,
+		       fi && fi->writepage);
 	free(copy);
-	/* a flush of the kernel's writeback cache that added blocks: the
-	 * st_blocks it was given before (zr_data_attr_shown()) is out of
-	 * date, and it does not ask again by itself (only at a close). Its
-	 * attributes only: no page is waited for. Once per answer it was
-	 * given, and before the reply: an fsync that returns finds them
-	 * invalid */
-	if (writepage && n > 0 && blocks_grew(in) &&
-	    __atomic_exchange_n(&in->attr_shown, false, __ATOMIC_SEQ_CST))
-		(void)inval_inode(fs, ino, -1, 0);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else

@@ -205,12 +205,6 @@ struct zr_inode {
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
 	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
-	bool attr_shown;		/* atomic: the kernel was given the file's
-					 * st_blocks since the last flush of its
-					 * writeback cache that changed them
-					 * (data.c: zr_data_attr_shown) */
-	uint64_t shown_ndirty;		/* relaxed atomics: the dirty blocks and */
-	uint64_t shown_disk_end;	/* disk_end when it was given them */
 	uint64_t seq_ends[ZR_SEQ_ENDS];	/* relaxed atomics: where the last accesses
 					 * ended (data.c: seq_bypass) */
 	uint64_t seq_front;		/* relaxed atomic: the furthest end of the
@@ -540,7 +534,6 @@ int zr_data_writeback_cb(void *ctx, void *owner, uint64_t index,
 			 unsigned nblocks, const void *buf);
 int zr_data_attach(struct zr_fs *fs, struct zr_inode *ino, int fd, bool created);
 int zr_data_size(struct zr_fs *fs, struct zr_inode *ino, uint64_t *size);
-void zr_data_attr_shown(struct zr_inode *ino);
 void zr_data_fix_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st);
 bool zr_data_may_expire_cb(void *ctx, void *owner);
 uint64_t zr_data_space_cb(void *ctx, void *owner);

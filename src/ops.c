@@ -205,7 +205,6 @@ static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 
 	if (gone_stat(ino, st))
 		return 0;
-	zr_data_attr_shown(ino);	/* (before the backing file's st_blocks) */
 	for (;;) {
 		mark = zr_rename_mark(ino);
 		rc = at_get_fast(fs, ino, &at);
