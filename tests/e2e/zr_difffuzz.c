@@ -1322,6 +1322,29 @@ static int free_slot(struct fz *z)
 	return i;
 }
 
+/*
+ * Slot @i takes the descriptors an open on both sides gave (@r), opened
+ * with @flags by @path (for a @nameless O_TMPFILE file, the directory it
+ * was made in); B's stat goes to @st, and the log line gets " = fdI iN".
+ */
+static void slot_take(struct fz *z, int i, const struct res r[2], int flags, bool nameless,
+		      const char *path, struct stat *st)
+{
+	struct slot *sl = &z->slots[i];
+
+	sl->used = true;
+	sl->fd[0] = (int)r[0].ret;
+	sl->fd[1] = (int)r[1].ret;
+	sl->flags = flags;
+	sl->nameless = nameless;
+	strcpy(sl->path, path);
+	if (fstat(sl->fd[1], st) < 0)
+		fatal("fstat of a descriptor of B: %s", strerror(errno));
+	sl->is_dir = S_ISDIR(st->st_mode);
+	sl->bino = st->st_ino;
+	append(z, " = fd%d i%lu", i, (unsigned long)st->st_ino);
+}
+
 static void do_open(struct fz *z)
 {
 	static const unsigned masks[] = { K_FILE, K_FILE, K_FILE, K_FILE, K_FILE, K_FILE,
@@ -1357,17 +1380,7 @@ static void do_open(struct fz *z)
 	BOTH(r, openat(z->root[S], path, flags | O_CLOEXEC, mode));
 	if (!same(z, r, false))
 		return;
-	z->slots[i].used = true;
-	z->slots[i].fd[0] = (int)r[0].ret;
-	z->slots[i].fd[1] = (int)r[1].ret;
-	z->slots[i].flags = flags;
-	z->slots[i].nameless = false;
-	strcpy(z->slots[i].path, path);
-	if (fstat(z->slots[i].fd[1], &st) < 0)
-		fatal("fstat of a descriptor of B: %s", strerror(errno));
-	z->slots[i].is_dir = S_ISDIR(st.st_mode);
-	z->slots[i].bino = st.st_ino;
-	append(z, " = fd%d i%lu", i, (unsigned long)st.st_ino);
+	slot_take(z, i, r, flags, false, path, &st);
 	if (flags & O_TRUNC)
 		unmark(z, st.st_ino);
 	if (!existed) {		/* made it */
@@ -2643,17 +2656,7 @@ static void do_tmpfile(struct fz *z)
 	BOTH(r, openat(z->root[S], *dir ? dir : ".", flags | O_CLOEXEC, mode));
 	if (!same(z, r, false))
 		return;
-	z->slots[i].used = true;
-	z->slots[i].fd[0] = (int)r[0].ret;
-	z->slots[i].fd[1] = (int)r[1].ret;
-	z->slots[i].flags = flags;
-	z->slots[i].nameless = true;
-	z->slots[i].is_dir = false;
-	strcpy(z->slots[i].path, dir);
-	if (fstat(z->slots[i].fd[1], &st) < 0)
-		fatal("fstat of a descriptor of B: %s", strerror(errno));
-	z->slots[i].bino = st.st_ino;
-	append(z, " = fd%d i%lu", i, (unsigned long)st.st_ino);
+	slot_take(z, i, r, flags, true, dir, &st);
 	if (z->verbose)
 		printf("%s\n", cur(z));
 	for (steps = below(z, 5); steps; steps--) {
