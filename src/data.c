@@ -2517,8 +2517,10 @@ static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len)
  * truncate of the backing file to its own size, which frees what lies
  * past its end (ext4, xfs; a punch there does nothing on ext4). No data
  * lies there: the tier's blocks past it are in RAM. Under the I/O mutex,
- * as zr_data_truncate(): a writeback that extends the file meanwhile
- * would be cut back. Space reserved past the end by an earlier
+ * as zr_data_truncate(), and ino->lock, which the caller holds for
+ * writing (a cache=none WRITE holds it shared): a writeback or a WRITE
+ * that extends the file meanwhile would be cut back. Space reserved past
+ * the end by an earlier
  * FALLOC_FL_KEEP_SIZE goes too. @st: the backing file before the call.
  */
 static void give_back(struct zr_inode *ino, int fd, const struct stat *st)
