@@ -276,29 +276,22 @@ def check_blocks():
     # GETATTR and a GETXATTR at the next write; zramfs(8)). So after an
     # fsync or sync_file_range zramfs may show fewer blocks, never more;
     # after a close and an open, as many as tmpfs
-    def reopen():
+    def open_then_reopened(what):
+        z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
+        expect(z <= t + per, "st_blocks of %s, still open: zramfs %d, tmpfs %d" % (what, z, t))
         for d in (ZR, TM):
             os.close(fds[d])
             fds[d] = os.open(os.path.join(d, "b"), os.O_RDWR)
+        z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
+        expect(near(z, t, per), "st_blocks of %s, closed and opened: zramfs %d, tmpfs %d"
+               % (what, z, t))
     for d in (ZR, TM):
         os.fsync(fds[d])
-    z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
-    expect(z <= t + per, "st_blocks of 1 MiB written and fsynced, still open: zramfs %d, tmpfs %d"
-           % (z, t))
-    reopen()
-    z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
-    expect(near(z, t, per), "st_blocks of 1 MiB written, fsynced, closed and opened: zramfs %d, tmpfs %d"
-           % (z, t))
+    open_then_reopened("1 MiB written and fsynced")
     for d in (ZR, TM):
         os.pwrite(fds[d], rnd(MiB, 5), MiB)
         libc.sync_file_range(fds[d], 0, 0, 7)  # (wait before, write, wait after)
-    z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
-    expect(z <= t + per, "st_blocks of 2 MiB after sync_file_range, still open: zramfs %d, tmpfs %d"
-           % (z, t))
-    reopen()
-    z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
-    expect(near(z, t, per), "st_blocks of 2 MiB after sync_file_range, closed and opened: zramfs %d, tmpfs %d"
-           % (z, t))
+    open_then_reopened("2 MiB after sync_file_range")
     for d in (ZR, TM):
         falloc(fds[d], PUNCH | KEEP, 4 * BS, 4 * BS)
     z, t = os.fstat(fds[ZR]).st_blocks, os.fstat(fds[TM]).st_blocks
