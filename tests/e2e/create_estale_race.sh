@@ -13,7 +13,9 @@
 # after the LOOKUP between them. (A loop that makes and removes a name in
 # the backing directory while another opens it with O_CREAT through the
 # mount sees the same: a quarter of the opens failed with ESTALE.)
-# Expected to fail until a CREATE met by such a race opens the file.
+# Expected to fail until a CREATE met by such a race opens the file.  Not
+# in make check (it orders its steps with sleeps): run it by hand with
+# ZRAMFS=... TOP_BUILDDIR=... bash tests/e2e/create_estale_race.sh.
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the delay is injected into the daemon"
