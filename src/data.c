@@ -867,7 +867,7 @@ static ssize_t data_read(struct zr_fs *fs, struct zr_inode *ino, char *out,
 	fd = zr_fd_get_cached(fs, ino);
 	if (fd < 0) {
 		zr_session_blocking();	/* the file must be opened again */
-		fd = zr_fd_get(fs, ino);
+		fd = zr_fd_get_waiting(fs, ino);	/* (during a rename: after it) */
 	}
 	if (fd < 0)
 		return fd;
@@ -1936,7 +1936,7 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 	rc = attach_cached(fs, ino);
 	if (rc)
 		return rc;
-	fd = zr_fd_get(fs, ino);
+	fd = zr_fd_get_waiting(fs, ino);	/* (during a rename: after it) */
 	if (fd < 0)
 		return fd;
 	if (!fs->store) {

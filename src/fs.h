@@ -526,6 +526,8 @@ void zr_dir_unpin(struct zr_fs *fs, struct zr_inode *ino);
 void zr_inode_take_handle(struct zr_fs *fs, struct zr_inode *ino, int fd);
 int zr_fd_get_by_handle(struct zr_fs *fs, struct zr_inode *ino, bool *gone);
 int zr_fd_get_nowait(struct zr_fs *fs, struct zr_inode *ino);
+bool zr_fd_reopen_waits(bool on);
+int zr_fd_get_waiting(struct zr_fs *fs, struct zr_inode *ino);
 int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd);
 bool zr_inode_same_file(struct zr_inode *ino, int dirfd, const char *name, int flags);
 

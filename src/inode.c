@@ -1584,6 +1584,11 @@ int zr_inode_name(struct zr_fs *fs, struct zr_inode *ino, struct zr_inode **pare
  * parents' too) does not wait for a rename to end. */
 static __thread bool reopen_nowait;
 
+/* Set by zr_fd_reopen_waits(): inode_reopen() (its parents' too) waits
+ * for a rename of ours of the inode it reopens to end, however long
+ * (zr_rename_wait()), before it tries for a while. */
+static __thread bool reopen_waits;
+
 /**
  * zr_inode_same_file() - whether (@dirfd, @name; @flags as for
  * name_to_handle_at(2)) is the backing file whose handle @ino took, and not
@@ -1740,6 +1745,7 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 {
 	for (int attempt = 0; attempt < ZR_REOPEN_TRIES; attempt++) {
 		bool missing = false, other = false;
+		unsigned mark = zr_rename_mark(ino);
 		enum zr_name_try what;
 		int fd, err = 0;
 
@@ -1764,6 +1770,12 @@ static int inode_reopen(struct zr_fs *fs, struct zr_inode *ino, int flags)
 		 * wait for one (zr_fd_get_nowait()) */
 		if (__atomic_load_n(&fs->quiesced, __ATOMIC_RELAXED) || reopen_nowait)
 			return missing ? -ENOENT : -ESTALE;
+		/* a rename of ours of it (a directory of the caller's file,
+		 * say) under way: again once it ended, counting no try */
+		if (reopen_waits && zr_rename_wait(fs, ino, mark)) {
+			attempt = -1;
+			continue;
+		}
 		/* renamed under us: a name went, or reaches another file (a
 		 * RENAME_EXCHANGE whose names are not updated yet: retried
 		 * at once, 32 tries could pass within it; helper-48) */
@@ -1829,6 +1841,41 @@ int zr_fd_get_nowait(struct zr_fs *fs, struct zr_inode *ino)
 	reopen_nowait = true;
 	fd = zr_fd_get(fs, ino);
 	reopen_nowait = was;
+	return fd;
+}
+
+/**
+ * zr_fd_reopen_waits() - while @on, the reopens by name of this thread
+ * (zr_fd_get()), its parents' included, wait for a rename of ours of the
+ * inode they reopen to end, however long, when its name reaches nothing
+ * or another file (zr_rename_wait()): a rename of a directory changes no
+ * name of the files in it, but reaches them through its own. Only for a
+ * caller that holds no lock and no pinned fd, as zr_rename_wait() wants.
+ * @return the setting before.
+ */
+bool zr_fd_reopen_waits(bool on)
+{
+	bool was = reopen_waits;
+
+	reopen_waits = on;
+	return was;
+}
+
+/**
+ * zr_fd_get_waiting() - zr_fd_get() for a caller that holds no lock that
+ * a rename needs and no pinned fd (an OPEN, a READ or WRITE, a LOOKUP in
+ * @ino, a READDIR of it under its handle's lock only): a reopen by name
+ * during a rename of ours of @ino, or of a directory above it, waits for
+ * it to end (zr_fd_reopen_waits()).
+ * @return the fd, pinned until zr_fd_put(), or -errno.
+ */
+int zr_fd_get_waiting(struct zr_fs *fs, struct zr_inode *ino)
+{
+	bool was = zr_fd_reopen_waits(true);
+	int fd;
+
+	fd = zr_fd_get(fs, ino);
+	zr_fd_reopen_waits(was);
 	return fd;
 }
 

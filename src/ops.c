@@ -200,14 +200,17 @@ static int inode_stat(struct zr_fs *fs, struct zr_inode *ino, struct stat *st)
 {
 	struct zr_at at;
 	unsigned mark;
-	bool named;
+	bool named, waits;
 	int rc;
 
 	if (gone_stat(ino, st))
 		return 0;
 	for (;;) {
 		mark = zr_rename_mark(ino);
+		/* (a parent's reopen waits for its rename too) */
+		waits = zr_fd_reopen_waits(true);
 		rc = at_get_fast(fs, ino, &at);
+		zr_fd_reopen_waits(waits);
 		if (rc == 0) {
 			rc = at_stat(&at, st);
 			named = at.name[0] != '\0';
@@ -393,7 +396,7 @@ static void zr_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_entry(req, &e);
 		return;
 	}
-	pfd = zr_fd_get(fs, p);
+	pfd = zr_fd_get_waiting(fs, p);	/* (during a rename of p: after it) */
 	if (pfd < 0) {
 		fuse_reply_err(req, -pfd);
 		return;
@@ -576,11 +579,14 @@ static int at_entry_fd(struct zr_at *at, const struct zr_inode *ino)
 static int at_get_entry(struct zr_fs *fs, struct zr_inode *ino, struct zr_at *at)
 {
 	unsigned mark;
+	bool waits;
 	int rc;
 
 	for (;;) {
 		mark = zr_rename_mark(ino);
+		waits = zr_fd_reopen_waits(true);	/* (a parent's too) */
 		rc = at_get_fast(fs, ino, at);
+		zr_fd_reopen_waits(waits);
 		if (rc == 0) {
 			rc = at_entry_fd(at, ino);
 			if (rc == 0)
@@ -1498,7 +1504,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	 * or nothing: again once it ended (zr_rename_wait(); no lock held) */
 	do {
 		mark = zr_rename_mark(in);
-		fd = zr_fd_get(fs, in);
+		fd = zr_fd_get_waiting(fs, in);	/* (its parents' reopens too) */
 	} while ((fd == -ESTALE || fd == -ENOENT) && zr_rename_wait(fs, in, mark));
 	if (fd < 0) {
 		rc = fd;
@@ -1885,7 +1891,8 @@ static int dirh_open(struct zr_fs *fs, struct zr_dirh *d, struct zr_inode *dir)
 {
 	int fd, dfd, rc;
 
-	fd = zr_fd_get(fs, dir);
+	/* (during a rename of it: after it; a rename needs no handle's lock) */
+	fd = zr_fd_get_waiting(fs, dir);
 	if (fd < 0)
 		return fd;
 	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -2021,7 +2028,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			e.attr.st_ino = de->d_ino;
 			e.attr.st_mode = (mode_t)de->d_type << 12;
 			if (!dots) {
-				int pfd = zr_fd_get(fs, dir);
+				int pfd = zr_fd_get_waiting(fs, dir);
 				int rc = pfd < 0 ? pfd :
 					do_lookup(fs, dir, pfd, de->d_name, &e);
 
