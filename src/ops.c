@@ -800,7 +800,10 @@ static void zr_op_readlink(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, EINVAL);	/* (the kernel asks only of symlinks) */
 		return;
 	}
-	rc = at_get(fs, zr_inode_from_ino(fs, ino), &at);
+	/* a checked fd of the entry, not the name: during an exchange of
+	 * two symlinks the name reaches the other one, whose target the
+	 * kernel would keep as this one's (FUSE_CAP_CACHE_SYMLINKS) */
+	rc = at_get_entry(fs, zr_inode_from_ino(fs, ino), &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -2304,7 +2307,9 @@ static void xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 	ssize_t n;
 	int rc;
 
-	rc = at_get_fast(fs, in, &at);
+	/* (a checked fd of the entry: during a rename the name reaches
+	 * another file, or nothing) */
+	rc = at_get_entry(fs, in, &at);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
