@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -913,6 +915,150 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
 }
 
 /*
+ * CREATEs answered ESTALE because their name was taken (zr_op_create()),
+ * so that the kernel's one walk again of the same open can be told from a
+ * first meeting: a slot per parent and caller thread (FUSE sends the
+ * thread's id), holding the name and when. create_retry_lock protects
+ * every field of every slot.
+ */
+#define ZR_CREATE_RETRY_SLOTS 16
+#define ZR_CREATE_RETRY_MS 2000
+static struct {
+	fuse_ino_t parent;
+	pid_t pid;
+	uint64_t at_ms;
+	char name[NAME_MAX + 1];
+} create_retry[ZR_CREATE_RETRY_SLOTS];
+static pthread_mutex_t create_retry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned int create_retry_slot(fuse_ino_t parent, pid_t pid)
+{
+	return (unsigned int)((parent * 31u + (unsigned int)pid) % ZR_CREATE_RETRY_SLOTS);
+}
+
+/* Note that thread @pid's CREATE of @name in @parent was answered ESTALE. */
+static void create_retry_note(fuse_ino_t parent, pid_t pid, const char *name)
+{
+	unsigned int i = create_retry_slot(parent, pid);
+
+	if (strlen(name) > NAME_MAX)
+		return;
+	pthread_mutex_lock(&create_retry_lock);
+	create_retry[i].parent = parent;
+	create_retry[i].pid = pid;
+	create_retry[i].at_ms = zr_now_ms();
+	strcpy(create_retry[i].name, name);
+	pthread_mutex_unlock(&create_retry_lock);
+}
+
+/* Whether thread @pid's CREATE of @name in @parent follows one of its own
+ * that was answered ESTALE, less than ZR_CREATE_RETRY_MS ago: the kernel's
+ * walk again. The note is used up. */
+static bool create_retry_take(fuse_ino_t parent, pid_t pid, const char *name)
+{
+	unsigned int i = create_retry_slot(parent, pid);
+	bool again;
+
+	pthread_mutex_lock(&create_retry_lock);
+	again = create_retry[i].parent == parent && create_retry[i].pid == pid &&
+		zr_now_ms() - create_retry[i].at_ms < ZR_CREATE_RETRY_MS &&
+		strcmp(create_retry[i].name, name) == 0;
+	if (again)
+		create_retry[i].parent = 0;
+	pthread_mutex_unlock(&create_retry_lock);
+	return again;
+}
+
+/*
+ * Open @name of @pfd, a regular file already there, as the caller of @req
+ * would: this thread takes the caller's fsuid, fsgid and groups for one
+ * openat() with O_CREAT and the access the caller asked for (read and
+ * write for O_TRUNC, as the kernel's open wants), so that the backing
+ * filesystem makes the checks of such an open: mode bits, ACLs, and
+ * fs.protected_regular in a sticky directory. Capabilities are the root
+ * daemon's for a caller of uid 0 and none otherwise. A name gone by then
+ * is made by that open, as the caller's, which is what the caller's open
+ * would have done. @flags: the caller's open flags; @mode: the mode to
+ * make it with. @out: its stat. @return an fd of it opened O_RDWR by the
+ * daemon (through /proc/self/fd, so the same file), -1 when that open
+ * failed (ETXTBSY: the cache opens it later), or -errno: -ESTALE when
+ * the name holds something else than a regular file (a FIFO, a symlink
+ * the kernel would follow), which only the kernel can open.
+ */
+static int open_as_caller(fuse_req_t req, int pfd, const char *name, int flags,
+			  mode_t mode, struct stat *out)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t some[64], own[64], *groups = some;
+	int acc = flags & O_ACCMODE, n = 0, n_own = -1, fd = -1, rc = 0;
+	char path[32];
+	bool switched = false;
+	uid_t old_uid = 0;
+	gid_t old_gid = 0;
+	struct stat st;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		return -ESTALE;
+	if ((acc == O_RDONLY && (flags & O_TRUNC)) || acc == O_ACCMODE)
+		acc = O_RDWR;
+	if (geteuid() == 0 && ctx->uid != 0) {
+		n = fuse_req_getgroups(req, (int)ZR_ARRAY_SIZE(some), some);
+		if (n > (int)ZR_ARRAY_SIZE(some)) {
+			groups = malloc(sizeof(*groups) * (size_t)n);
+			if (!groups)
+				return -ENOMEM;
+			n = fuse_req_getgroups(req, n, groups);
+		}
+		if (n < 0)
+			n = 0;	/* the caller is gone: its primary group only */
+		n_own = getgroups((int)ZR_ARRAY_SIZE(own), own);
+		/* the raw call: glibc's setgroups() changes every thread */
+		if (n_own < 0 || syscall(SYS_setgroups, (size_t)n, groups) < 0) {
+			rc = -errno;
+			n_own = -1;
+			goto out;
+		}
+		old_gid = (gid_t)setfsgid(ctx->gid);
+		old_uid = (uid_t)setfsuid(ctx->uid);
+		switched = true;
+		if ((uid_t)setfsuid((uid_t)-1) != ctx->uid ||
+		    (gid_t)setfsgid((gid_t)-1) != ctx->gid) {
+			rc = -EPERM;
+			goto out;
+		}
+	}
+	fd = openat(pfd, name, O_CREAT | acc | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		    mode & 07777);
+	if (fd < 0) {
+		rc = errno == ELOOP ? -ESTALE : -errno;
+		goto out;
+	}
+	if (fstat(fd, out) < 0)
+		rc = -errno;
+	else if (!S_ISREG(out->st_mode))
+		rc = -ESTALE;
+out:
+	if (switched) {
+		setfsuid(old_uid);
+		setfsgid(old_gid);
+	}
+	if (n_own >= 0 && syscall(SYS_setgroups, (size_t)n_own, own) < 0)
+		zr_log(ZR_LOG_ERR, "could not give a thread its groups back: %s", strerror(errno));
+	if (groups != some)
+		free(groups);
+	if (fd < 0)
+		return rc;
+	if (rc == 0) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rc = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (rc < 0)
+			rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
+/*
  * Take back entry @name of @pfd that this request made, when giving it to
  * the caller failed (fchownat: EDQUOT, EPERM on a filesystem without
  * owners): left behind, it would be root's. @fd: the created file's fd, to
@@ -1587,6 +1733,30 @@ static int make_tmpfile(fuse_req_t req, int pfd, mode_t mode, int *fdp,
 	return 0;
 }
 
+/*
+ * Hand @fd, the file a CREATE made or opened (@st its stat), to the cache
+ * as the fd of the inode its lookup @e found, or close it (@fd -1: none).
+ * The lookup found the file the name holds by then: another one when the
+ * name was removed or replaced behind zramfs's back since, and the fd
+ * must not become that file's. @return 0, or -ESTALE after dropping the
+ * lookup (the kernel then looks the name up again, once).
+ */
+static int install_created(struct zr_fs *fs, const struct fuse_entry_param *e,
+			   const struct stat *st, int fd)
+{
+	struct zr_inode *in = zr_inode_from_ino(fs, e->ino);
+
+	if (in->key.dev != st->st_dev || in->key.ino != st->st_ino) {
+		if (fd >= 0)
+			close(fd);
+		zr_inode_forget(fs, in, 1);
+		return -ESTALE;
+	}
+	if (fd >= 0)
+		zr_fd_install(fs, in, fd);
+	return 0;
+}
+
 static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 mode_t mode, struct fuse_file_info *fi)
 {
@@ -1626,7 +1796,6 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	created = fd >= 0;
 	if (fd < 0) {
 		rc = errno;
-		zr_fd_put(fs, p);
 		/*
 		 * The name holds something the kernel did not know of: made
 		 * in the backing directory while the kernel held a negative
@@ -1643,8 +1812,38 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 * backing directory instead, against itself: the file's
 		 * owner got EACCES; and a FIFO gave EIO).
 		 */
-		if (rc == EEXIST && !(fi->flags & O_EXCL))
+		if (rc == EEXIST && !(fi->flags & O_EXCL) &&
+		    create_retry_take(parent, fuse_req_ctx(req)->pid, name)) {
+			/*
+			 * The kernel's walk again after such an ESTALE, and
+			 * the name was made again between its LOOKUP, which
+			 * found it free, and this CREATE. The kernel walks
+			 * again only once: another ESTALE would fail
+			 * open(2), which it never does on a local
+			 * filesystem. So open what is there as the caller
+			 * would (helper-78's loop that makes and removes a
+			 * name behind the mount's back).
+			 */
+			fd = open_as_caller(req, pfd, name, fi->flags, mode, &st);
+			rc = fd < -1 ? fd : do_lookup_stat(fs, p, pfd, name, &st, &e);
+			zr_fd_put(fs, p);
+			if (rc == 0)
+				rc = install_created(fs, &e, &st, fd);
+			else if (fd >= 0)
+				close(fd);
+			if (rc) {
+				fuse_reply_err(req, -rc);
+				return;
+			}
+			created = false;
+			in = zr_inode_from_ino(fs, e.ino);
+			goto begin;
+		}
+		if (rc == EEXIST && !(fi->flags & O_EXCL)) {
 			rc = ESTALE;
+			create_retry_note(parent, fuse_req_ctx(req)->pid, name);
+		}
+		zr_fd_put(fs, p);
 		fuse_reply_err(req, rc);
 		return;
 	}
@@ -1658,13 +1857,14 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (rc == 0)
 		rc = do_lookup_stat(fs, p, pfd, name, &st, &e);
 	zr_fd_put(fs, p);
-	if (rc) {
+	if (rc == 0)
+		rc = install_created(fs, &e, &st, fd);
+	else
 		close(fd);
+	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* the fd we created with becomes the inode's cached fd */
-	zr_fd_install(fs, zr_inode_from_ino(fs, e.ino), fd);
 	in = zr_inode_from_ino(fs, e.ino);
 begin:
 	/* (the name may be gone already: another process that found it
