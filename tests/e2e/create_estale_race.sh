@@ -2,61 +2,120 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # create_estale_race: open(O_CREAT) without O_EXCL of a name that is made,
 # removed and made again in the backing directory behind the kernel's
-# back. Since 846a8fc a CREATE that meets a name taken answers ESTALE, and
-# the kernel walks the path again once, with LOOKUP_REVAL: a LOOKUP, then,
-# if that says the name is free, a second CREATE. When the name is gone at
-# that LOOKUP and back at that CREATE, the second CREATE answers ESTALE
-# too, and open(2) fails with ESTALE, which it never does on a local
-# filesystem (nor did it here before: the daemon opened what it found).
-# zr_fault.so holds the daemon's O_EXCL create 400 ms before and after the
-# call; the name is removed between the two CREATEs' calls and made again
+# back. A CREATE that meets a name taken answers ESTALE, and the kernel
+# walks the path again once, with LOOKUP_REVAL: a LOOKUP, then, if that
+# says the name is free, a second CREATE. When the name is gone at that
+# LOOKUP and back at that CREATE, the daemon opens the file itself, as the
+# caller would (its uid, groups and access: open_as_caller()); before it
+# did, the second CREATE answered ESTALE too, and open(2) failed with
+# ESTALE, which it never does on a local filesystem.
+# zr_fault.so holds the daemon's O_EXCL create before and after the call
+# until the test lets it go on (ZR_FAULT_CREATE_SYNC): the name is removed
+# after the first CREATE's call and made again before the second's, so
 # after the LOOKUP between them. (A loop that makes and removes a name in
-# the backing directory while another opens it with O_CREAT through the
-# mount sees the same: a quarter of the opens failed with ESTALE.)
-# Expected to fail until a CREATE met by such a race opens the file.  Not
-# in make check (it orders its steps with sleeps): run it by hand with
-# ZRAMFS=... TOP_BUILDDIR=... bash tests/e2e/create_estale_race.sh.
+# the backing directory while another opens it with O_CREAT, and removes
+# it, through the mount sees the same race: half of its opens failed with
+# ESTALE before open_as_caller(), 2-3% after, where the file had gone
+# again before the kernel's OPEN.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the delay is injected into the daemon"
+zr_need_root "switches to another user"
 zr_need_tool python3
+zr_need_tool setpriv
 FAULT=$(zr_helper zr_fault.so)
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=n ZR_FAULT_CREATE_DELAY_MS=400 \
+chmod 0755 "$ZR_TMP" "$B" "$M"
+SYNC=$ZR_TMP/sync
+mkdir "$SYNC"
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=n ZR_FAULT_CREATE_DELAY_MS=1 ZR_FAULT_CREATE_SYNC=$SYNC \
 	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "" "$B" "$M"
+	zr_mount "allow_other" "$B" "$M"
 M=$ZR_MNT
 
-mkdir "$M/d"
-! stat "$M/d/n" 2>/dev/null || fail "d/n exists"	# a negative entry
-echo behind >"$B/d/n"
-touch "$ZR_TMP/armed"
-python3 - "$M/d/n" "$B/d/n" <<'PY' || fail "open(O_CREAT) of a name made and removed behind the back failed"
-import errno, os, sys, threading, time
-mnt, back = sys.argv[1:3]
-res = []
-def opener():
-    try:
-        os.close(os.open(mnt, os.O_CREAT | os.O_WRONLY, 0o644))
-        res.append("ok")
-    except OSError as e:
-        res.append(errno.errorcode[e.errno])
-t0 = time.monotonic()
-t = threading.Thread(target=opener)
-t.start()
-# first CREATE: its O_EXCL call at 0.4 s meets the name, ESTALE at 0.8 s;
-# the kernel's LOOKUP at 0.8 s; the second CREATE's call at 1.2 s
-time.sleep(0.6)
-os.unlink(back)
-time.sleep(max(0, 1.0 - (time.monotonic() - t0)))
-with open(back, "w") as f:
+# race DIR MODE WHO FLAGS: DIR/n, absent to the kernel, is made behind its
+# back with mode MODE and "behind" in it; WHO (root or nobody) opens it
+# through the mount with O_CREAT and FLAGS (w: O_WRONLY, r: O_RDONLY,
+# t: O_WRONLY|O_TRUNC) while the name is removed and made again (mode
+# MODE, "again"). Prints what the open gave (ok or an errno name).
+race() {
+	local d=$1 mode=$2 who=$3 flags=$4 as=()
+	mkdir -m 0777 "$M/$d"
+	chmod 0777 "$M/$d"
+	! stat "$M/$d/n" >/dev/null 2>&1 || fail "$d/n exists"	# a negative entry
+	echo behind >"$B/$d/n"
+	chmod "$mode" "$B/$d/n"
+	[ "$who" = root ] || as=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+	touch "$ZR_TMP/armed"
+	python3 - "$M/$d/n" "$B/$d/n" "$mode" "$flags" "$SYNC" "${as[@]}" <<'PY'
+import os, subprocess, sys, time
+mnt, back, mode, flags, sync = sys.argv[1:6]
+as_user = sys.argv[6:]
+fl = {"w": "os.O_WRONLY", "r": "os.O_RDONLY", "t": "os.O_WRONLY | os.O_TRUNC"}[flags]
+opener = ("import errno, os, sys\n"
+          "try:\n    os.close(os.open(sys.argv[1], os.O_CREAT | %s, 0o644))\n    print('ok')\n"
+          "except OSError as e:\n    print(errno.errorcode[e.errno])\n" % fl)
+p = subprocess.Popen(as_user + ["/usr/bin/python3", "-c", opener, mnt],
+                     stdout=subprocess.PIPE, text=True)
+
+def held(what):
+    """The number of the daemon's hold that waits, or exit if none comes."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 20:
+        for f in os.listdir(sync):
+            if f.startswith("held.") and not os.path.exists(sync + "/go." + f[5:]):
+                return f[5:]
+        if p.poll() is not None and time.monotonic() - t0 > 1:
+            break
+        time.sleep(0.001)
+    p.kill()
+    sys.exit("no hold %s (the open gave: %s)" % (what, p.stdout.read().strip()))
+
+def go(k):
+    open(sync + "/go." + k, "w").close()
+
+go(held("before the first CREATE's call"))	# the name is there
+k = held("after the first CREATE's call")	# it met the name: ESTALE next
+os.unlink(back)					# the kernel's LOOKUP finds it free
+go(k)
+k = held("before the second CREATE's call")
+with open(back, "w") as f:			# made again before the call
     f.write("again\n")
-t.join()
-print("     open(O_CREAT): %s after %.1f s" % (res[0], time.monotonic() - t0))
-sys.exit(0 if res[0] == "ok" else 1)
+os.chmod(back, int(mode, 8))
+go(k)
+go(held("after the second CREATE's call"))
+res = p.stdout.read().strip()
+p.wait()
+sys.stderr.write("     %s: open(O_CREAT) %s\n" % (mnt, res))
+print(res)
 PY
-rm -f "$ZR_TMP/armed"
+	rm -f "$ZR_TMP/armed"
+}
+
+say "root opens a name made again behind the back"
+r=$(race d1 0644 root w)
+[ "$r" = ok ] || fail "root's open(O_CREAT) of a name made and removed behind the back: $r"
+[ "$(cat "$M/d1/n")" = again ] || fail "d1/n holds '$(cat "$M/d1/n")', not what was made behind the back"
+
+say "another user's open is checked as its own would be"
+r=$(race d2 0600 nobody w)
+[ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_WRONLY) of root's 0600 file: $r, not EACCES"
+r=$(race d3 0666 nobody w)
+[ "$r" = ok ] || fail "nobody's open(O_CREAT|O_WRONLY) of root's 0666 file: $r"
+[ "$(stat -c %u "$M/d3/n")" = 0 ] || fail "d3/n changed owner"
+r=$(race d4 0644 nobody r)
+[ "$r" = ok ] || fail "nobody's open(O_CREAT|O_RDONLY) of root's 0644 file: $r"
+r=$(race d5 0644 nobody t)
+[ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_TRUNC) of root's 0644 file: $r, not EACCES"
+# (the kernel keeps its negative entry for a name whose open failed)
+[ "$(cat "$B/d5/n")" = again ] || fail "a refused O_TRUNC open truncated d5/n"
+
+say "O_TRUNC empties the file it opens"
+r=$(race d6 0644 root t)
+[ "$r" = ok ] || fail "root's open(O_CREAT|O_TRUNC): $r"
+[ "$(stat -c %s "$M/d6/n")" = 0 ] || fail "d6/n has $(stat -c %s "$M/d6/n") bytes after O_TRUNC"
 zr_umount
-say "ok: open(O_CREAT) opened the file made behind the back"
+[ "$(stat -c %s "$B/d6/n")" = 0 ] || fail "d6/n in the backing directory has $(stat -c %s "$B/d6/n") bytes after O_TRUNC"
+say "ok: open(O_CREAT) opened the file made behind the back, as its caller"

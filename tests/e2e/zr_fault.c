@@ -35,6 +35,10 @@
  * while armed of a name whose last component is ZR_FAULT_NAME sleeps N ms
  * before the call and N ms after it: windows in which the name may be
  * made or removed behind the daemon's back around its create. With
+ * ZR_FAULT_CREATE_SYNC=DIR as well, each of those two holds is a
+ * handshake instead of a sleep: the hold makes DIR/held.K (K counts the
+ * holds from 1) and waits until DIR/go.K exists (30 s at most), so that a
+ * test can change the name at the moment it wants. With
  * ZR_FAULT_PWRITE_DELAY_MS=N, the first pwrite(2) of ZR_FAULT_NAME while
  * the file ZR_FAULT_PWRITE_ARMED names exists (an arming of its own)
  * removes that file and sleeps N ms before it is made: a write that
@@ -639,6 +643,30 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 
 typedef int (*openat_fn)(int, const char *, int, ...);
 
+/* One hold of ZR_FAULT_CREATE_DELAY_MS: a sleep of @ms_s ms, or with
+ * ZR_FAULT_CREATE_SYNC the handshake its comment at the top describes. */
+static void create_hold(const char *ms_s)
+{
+	static unsigned int holds;
+	const char *dir = getenv("ZR_FAULT_CREATE_SYNC");
+	char path[PATH_MAX];
+	unsigned int k;
+	int fd;
+
+	if (!dir) {
+		sleep_ms(atol(ms_s));
+		return;
+	}
+	k = __atomic_add_fetch(&holds, 1, __ATOMIC_RELAXED);
+	snprintf(path, sizeof(path), "%s/held.%u", dir, k);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "%s/go.%u", dir, k);
+	for (int i = 0; i < 30000 && access(path, F_OK) < 0; i++)
+		sleep_ms(1);
+}
+
 static int held_openat(const char *sym, int dirfd, const char *path, int flags, mode_t mode)
 {
 	openat_fn real = (openat_fn)dlsym(RTLD_NEXT, sym);
@@ -656,11 +684,11 @@ static int held_openat(const char *sym, int dirfd, const char *path, int flags, 
 	hold = ms_s && name && armed && (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) &&
 	       strcmp(base ? base + 1 : path, name) == 0 && access(armed, F_OK) == 0;
 	if (hold)
-		sleep_ms(atol(ms_s));
+		create_hold(ms_s);
 	rc = real(dirfd, path, flags, mode);
 	e = errno;
 	if (hold)
-		sleep_ms(atol(ms_s));
+		create_hold(ms_s);
 	errno = e;
 	return rc;
 }
