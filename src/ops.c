@@ -969,52 +969,85 @@ static bool create_retry_take(fuse_ino_t parent, pid_t pid, const char *name)
 	return again;
 }
 
+/* The raw setgroups system call, which changes the calling thread only
+ * (glibc's setgroups() changes every thread); the 32-bit gid one where a
+ * 16-bit one has the plain name. @return 0 or -1 with errno. */
+static int thread_setgroups(size_t n, const gid_t *groups)
+{
+#ifdef SYS_setgroups32
+	return (int)syscall(SYS_setgroups32, n, groups);
+#else
+	return (int)syscall(SYS_setgroups, n, groups);
+#endif
+}
+
 /*
  * Open @name of @pfd, a regular file already there, as the caller of @req
  * would: this thread takes the caller's fsuid, fsgid and groups for one
  * openat() with O_CREAT and the access the caller asked for (read and
- * write for O_TRUNC, as the kernel's open wants), so that the backing
- * filesystem makes the checks of such an open: mode bits, ACLs, and
- * fs.protected_regular in a sticky directory. Capabilities are the root
- * daemon's for a caller of uid 0 and none otherwise. A name gone by then
- * is made by that open, as the caller's, which is what the caller's open
- * would have done. @flags: the caller's open flags; @mode: the mode to
- * make it with. @out: its stat. @return an fd of it opened O_RDWR by the
- * daemon (through /proc/self/fd, so the same file), -1 when that open
- * failed (ETXTBSY: the cache opens it later), or -errno: -ESTALE when
- * the name holds something else than a regular file (a FIFO, a symlink
- * the kernel would follow), which only the kernel can open.
+ * write for O_TRUNC, as the kernel's open wants; O_APPEND kept, for an
+ * append-only file), so that the backing filesystem makes the checks of
+ * such an open: mode bits, ACLs, and fs.protected_regular in a sticky
+ * directory. Capabilities are the root daemon's for a caller of uid 0 and
+ * none otherwise. A daemon not run by root opens only for its own user.
+ * A name gone by then is made by that open, as the caller's, which is
+ * what the caller's open would have done. @flags: the caller's open
+ * flags; @mode: the mode to make it with. @out: its stat. @rw_fd: an fd
+ * of it opened O_RDWR by the daemon (through /proc/self/fd, so the same
+ * file), or -1 when that open failed (ETXTBSY: the cache opens it
+ * later). @return 0, or -errno: -ESTALE when the name holds something
+ * else than a regular file (a FIFO, a symlink the kernel would follow),
+ * which only the kernel can open, or when the daemon cannot take the
+ * caller's credentials.
  */
 static int open_as_caller(fuse_req_t req, int pfd, const char *name, int flags,
-			  mode_t mode, struct stat *out)
+			  mode_t mode, struct stat *out, int *rw_fd)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t some[64], own[64], *groups = some;
+	gid_t some[64], own_some[64], *groups = some, *own = own_some;
 	int acc = flags & O_ACCMODE, n = 0, n_own = -1, fd = -1, rc = 0;
-	char path[32];
 	bool switched = false;
 	uid_t old_uid = 0;
 	gid_t old_gid = 0;
+	char path[32];
 	struct stat st;
 
+	*rw_fd = -1;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
 		return -ESTALE;
 	if ((acc == O_RDONLY && (flags & O_TRUNC)) || acc == O_ACCMODE)
 		acc = O_RDWR;
-	if (geteuid() == 0 && ctx->uid != 0) {
+	if (geteuid() != 0 && ctx->uid != geteuid())
+		return -ESTALE;
+	if (geteuid() == 0 && (ctx->uid != 0 || ctx->gid != 0)) {
 		n = fuse_req_getgroups(req, (int)ZR_ARRAY_SIZE(some), some);
 		if (n > (int)ZR_ARRAY_SIZE(some)) {
-			groups = malloc(sizeof(*groups) * (size_t)n);
+			int max = n;
+
+			groups = malloc(sizeof(*groups) * (size_t)max);
 			if (!groups)
 				return -ENOMEM;
-			n = fuse_req_getgroups(req, n, groups);
+			n = fuse_req_getgroups(req, max, groups);
+			if (n > max)
+				n = max;
 		}
 		if (n < 0)
 			n = 0;	/* the caller is gone: its primary group only */
-		n_own = getgroups((int)ZR_ARRAY_SIZE(own), own);
-		/* the raw call: glibc's setgroups() changes every thread */
-		if (n_own < 0 || syscall(SYS_setgroups, (size_t)n, groups) < 0) {
-			rc = -errno;
+		n_own = getgroups(0, NULL);
+		if (n_own > (int)ZR_ARRAY_SIZE(own_some)) {
+			own = malloc(sizeof(*own) * (size_t)n_own);
+			if (!own) {
+				rc = -ENOMEM;
+				n_own = -1;
+				goto out;
+			}
+		}
+		if (n_own >= 0)
+			n_own = getgroups(n_own, own);
+		if (n_own < 0 || thread_setgroups((size_t)n, groups) < 0) {
+			zr_log(ZR_LOG_WARNING, "cannot take a caller's groups to open '%s' for it: %s",
+			       name, strerror(errno));
+			rc = -ESTALE;
 			n_own = -1;
 			goto out;
 		}
@@ -1023,14 +1056,17 @@ static int open_as_caller(fuse_req_t req, int pfd, const char *name, int flags,
 		switched = true;
 		if ((uid_t)setfsuid((uid_t)-1) != ctx->uid ||
 		    (gid_t)setfsgid((gid_t)-1) != ctx->gid) {
-			rc = -EPERM;
+			zr_log(ZR_LOG_WARNING, "cannot take a caller's uid and gid to open '%s' for it",
+			       name);
+			rc = -ESTALE;
 			goto out;
 		}
 	}
-	fd = openat(pfd, name, O_CREAT | acc | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+	fd = openat(pfd, name,
+		    O_CREAT | acc | (flags & O_APPEND) | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
 		    mode & 07777);
 	if (fd < 0) {
-		rc = errno == ELOOP ? -ESTALE : -errno;
+		rc = errno == ELOOP || errno == ENXIO ? -ESTALE : -errno;
 		goto out;
 	}
 	if (fstat(fd, out) < 0)
@@ -1042,17 +1078,17 @@ out:
 		setfsuid(old_uid);
 		setfsgid(old_gid);
 	}
-	if (n_own >= 0 && syscall(SYS_setgroups, (size_t)n_own, own) < 0)
+	if (n_own >= 0 && thread_setgroups((size_t)n_own, own) < 0)
 		zr_log(ZR_LOG_ERR, "could not give a thread its groups back: %s", strerror(errno));
 	if (groups != some)
 		free(groups);
+	if (own != own_some)
+		free(own);
 	if (fd < 0)
 		return rc;
 	if (rc == 0) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		rc = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
-		if (rc < 0)
-			rc = -1;
+		*rw_fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	}
 	close(fd);
 	return rc;
@@ -1794,6 +1830,8 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fd = openat(pfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
 		    mode & 07777);
 	created = fd >= 0;
+	if (created)	/* (a note of this thread's, unused, is stale now) */
+		create_retry_take(parent, fuse_req_ctx(req)->pid, name);
 	if (fd < 0) {
 		rc = errno;
 		/*
@@ -1824,8 +1862,9 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 * would (helper-78's loop that makes and removes a
 			 * name behind the mount's back).
 			 */
-			fd = open_as_caller(req, pfd, name, fi->flags, mode, &st);
-			rc = fd < -1 ? fd : do_lookup_stat(fs, p, pfd, name, &st, &e);
+			rc = open_as_caller(req, pfd, name, fi->flags, mode, &st, &fd);
+			if (rc == 0)
+				rc = do_lookup_stat(fs, p, pfd, name, &st, &e);
 			zr_fd_put(fs, p);
 			if (rc == 0)
 				rc = install_created(fs, &e, &st, fd);
