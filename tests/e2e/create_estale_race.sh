@@ -12,7 +12,11 @@
 # zr_fault.so holds the daemon's O_EXCL create before and after the call
 # until the test lets it go on (ZR_FAULT_CREATE_SYNC): the name is removed
 # after the first CREATE's call and made again before the second's, so
-# after the LOOKUP between them. (A loop that makes and removes a name in
+# after the LOOKUP between them. Cases: root; another user whose open the
+# mode refuses or allows; the name gone again before the daemon's open,
+# which then makes the file as the caller's (uid, gid; root in another
+# group); an append-only file (EPERM without O_APPEND, helper-80's review:
+# an EPERM was once taken for an fd); O_TRUNC. (A loop that makes and removes a name in
 # the backing directory while another opens it with O_CREAT, and removes
 # it, through the mount sees the same race: half of its opens failed with
 # ESTALE before open_as_caller(), 2-3% after, where the file had gone
@@ -23,6 +27,7 @@ zr_need_daemon "the delay is injected into the daemon"
 zr_need_root "switches to another user"
 zr_need_tool python3
 zr_need_tool setpriv
+zr_need_tool chattr
 FAULT=$(zr_helper zr_fault.so)
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
@@ -35,25 +40,33 @@ ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=n ZR_FAULT_CREATE_DELAY_MS=1 ZR_FAULT
 	zr_mount "allow_other" "$B" "$M"
 M=$ZR_MNT
 
-# race DIR MODE WHO FLAGS: DIR/n, absent to the kernel, is made behind its
-# back with mode MODE and "behind" in it; WHO (root or nobody) opens it
-# through the mount with O_CREAT and FLAGS (w: O_WRONLY, r: O_RDONLY,
-# t: O_WRONLY|O_TRUNC) while the name is removed and made again (mode
-# MODE, "again"). Prints what the open gave (ok or an errno name).
+# race DIR MODE WHO FLAGS [vanish]: DIR/n, absent to the kernel, is made
+# behind its back with mode MODE and "behind" in it; WHO (root, nobody, or
+# root4242: uid 0 in group 4242) opens it through the mount with O_CREAT
+# and FLAGS (w: O_WRONLY, r: O_RDONLY, t: O_WRONLY|O_TRUNC, a:
+# O_WRONLY|O_APPEND) while the name is removed and made again (mode MODE,
+# "again"; MODE+a: append-only as well, chattr +a); with vanish, removed
+# once more right after the second CREATE met it, so that the daemon's
+# open as the caller makes it. Prints what the open gave (ok or an errno
+# name).
 race() {
-	local d=$1 mode=$2 who=$3 flags=$4 as=()
+	local d=$1 mode=$2 who=$3 flags=$4 vanish=${5:-} as=()
 	mkdir -m 0777 "$M/$d"
 	chmod 0777 "$M/$d"
 	! stat "$M/$d/n" >/dev/null 2>&1 || fail "$d/n exists"	# a negative entry
 	echo behind >"$B/$d/n"
-	chmod "$mode" "$B/$d/n"
-	[ "$who" = root ] || as=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+	chmod "${mode%+a}" "$B/$d/n"
+	case $who in
+	nobody) as=(setpriv --reuid=65534 --regid=65534 --clear-groups --) ;;
+	root4242) as=(setpriv --regid=4242 --clear-groups --) ;;
+	esac
 	touch "$ZR_TMP/armed"
-	python3 - "$M/$d/n" "$B/$d/n" "$mode" "$flags" "$SYNC" "${as[@]}" <<'PY'
+	python3 - "$M/$d/n" "$B/$d/n" "$mode" "$flags" "$SYNC" "$vanish" "${as[@]}" <<'PY'
 import os, subprocess, sys, time
-mnt, back, mode, flags, sync = sys.argv[1:6]
-as_user = sys.argv[6:]
-fl = {"w": "os.O_WRONLY", "r": "os.O_RDONLY", "t": "os.O_WRONLY | os.O_TRUNC"}[flags]
+mnt, back, mode, flags, sync, vanish = sys.argv[1:7]
+as_user = sys.argv[7:]
+fl = {"w": "os.O_WRONLY", "r": "os.O_RDONLY", "t": "os.O_WRONLY | os.O_TRUNC",
+      "a": "os.O_WRONLY | os.O_APPEND"}[flags]
 opener = ("import errno, os, sys\n"
           "try:\n    os.close(os.open(sys.argv[1], os.O_CREAT | %s, 0o644))\n    print('ok')\n"
           "except OSError as e:\n    print(errno.errorcode[e.errno])\n" % fl)
@@ -83,9 +96,14 @@ go(k)
 k = held("before the second CREATE's call")
 with open(back, "w") as f:			# made again before the call
     f.write("again\n")
-os.chmod(back, int(mode, 8))
+os.chmod(back, int(mode.split("+")[0], 8))
+if "+a" in mode:				# append-only
+    subprocess.run(["chattr", "+a", back], check=True)
 go(k)
-go(held("after the second CREATE's call"))
+k = held("after the second CREATE's call")
+if vanish:
+    os.unlink(back)				# gone before the daemon opens it
+go(k)
 res = p.stdout.read().strip()
 p.wait()
 sys.stderr.write("     %s: open(O_CREAT) %s\n" % (mnt, res))
@@ -111,6 +129,24 @@ r=$(race d5 0644 nobody t)
 [ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_TRUNC) of root's 0644 file: $r, not EACCES"
 # (the kernel keeps its negative entry for a name whose open failed)
 [ "$(cat "$B/d5/n")" = again ] || fail "a refused O_TRUNC open truncated d5/n"
+
+say "a name gone again is made by the open, as its caller's"
+r=$(race d7 0600 nobody w vanish)
+[ "$r" = ok ] || fail "nobody's open(O_CREAT) of a name gone again: $r"
+[ "$(stat -c %u:%g:%a:%s "$B/d7/n")" = 65534:65534:644:0 ] ||
+	fail "d7/n, made by nobody's open: $(stat -c %u:%g:%a:%s "$B/d7/n"), not 65534:65534:644:0"
+r=$(race d8 0600 root4242 w vanish)
+[ "$r" = ok ] || fail "root's (group 4242) open(O_CREAT) of a name gone again: $r"
+[ "$(stat -c %u:%g "$B/d8/n")" = 0:4242 ] ||
+	fail "d8/n, made by root's open in group 4242: owner $(stat -c %u:%g "$B/d8/n"), not 0:4242"
+
+say "an append-only file: EPERM without O_APPEND, as the kernel's open gives"
+ZR_ATEXIT+=("chattr -a '$B/d9/n' '$B/d10/n' 2>/dev/null")
+r=$(race d9 0644+a root w)
+[ "$r" = EPERM ] || fail "root's open(O_CREAT|O_WRONLY) of an append-only file: $r, not EPERM"
+r=$(race d10 0644+a root a)
+[ "$r" = ok ] || fail "root's open(O_CREAT|O_WRONLY|O_APPEND) of an append-only file: $r"
+chattr -a "$B/d9/n" "$B/d10/n"
 
 say "O_TRUNC empties the file it opens"
 r=$(race d6 0644 root t)
