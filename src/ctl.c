@@ -156,6 +156,8 @@ static char *render_stats(struct zr_fs *fs)
 	P("misses_not_kept", zr_stat_read(&fs->misses_not_kept));
 	P("handle_opens", zr_stat_read(&fs->handle_opens));
 	P("removed_dropped", zr_stat_read(&fs->removed_dropped));
+	P("creates_stale", zr_stat_read(&fs->creates_stale));
+	P("creates_as_caller", zr_stat_read(&fs->creates_as_caller));
 	P("cpu_latency_held", zr_cpulat_held(fs) ? 1 : 0);
 	P("cpu_latency_raised", zr_cpulat_raised(fs));
 	P("busy_poll_leads", zr_session_leads());

@@ -381,6 +381,11 @@ struct zr_fs {
 	uint64_t handle_opens;		/* files opened through their handle (no name
 					 * reached them) */
 	uint64_t removed_dropped;	/* dirty bytes dropped: the backing file was removed */
+	uint64_t creates_stale;		/* CREATEs that met a name made behind the
+					 * kernel's back, answered ESTALE */
+	uint64_t creates_as_caller;	/* the kernel's walks again after those that
+					 * met such a name again, opened as the caller
+					 * (ops.c: open_as_caller) */
 	uint64_t lost_logs[2];		/* files data.c's backing_fd() logged, renamed
 					 * and removed */
 	uint64_t open_err_logs;		/* atomic: times data.c's backing_fd() logged

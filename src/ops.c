@@ -1862,6 +1862,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 * would (helper-78's loop that makes and removes a
 			 * name behind the mount's back).
 			 */
+			zr_stat_add(&fs->creates_as_caller, 1);
 			rc = open_as_caller(req, pfd, name, fi->flags, mode, &st, &fd);
 			if (rc == 0)
 				rc = do_lookup_stat(fs, p, pfd, name, &st, &e);
@@ -1880,6 +1881,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		}
 		if (rc == EEXIST && !(fi->flags & O_EXCL)) {
 			rc = ESTALE;
+			zr_stat_add(&fs->creates_stale, 1);
 			create_retry_note(parent, fuse_req_ctx(req)->pid, name);
 		}
 		zr_fd_put(fs, p);

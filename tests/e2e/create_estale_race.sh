@@ -117,6 +117,9 @@ r=$(race d1 0644 root w)
 [ "$r" = ok ] || fail "root's open(O_CREAT) of a name made and removed behind the back: $r"
 [ "$(cat "$M/d1/n")" = again ] || fail "d1/n holds '$(cat "$M/d1/n")', not what was made behind the back"
 
+[ "$(zr_stat creates_stale)" = 1 ] && [ "$(zr_stat creates_as_caller)" = 1 ] ||
+	fail "creates_stale $(zr_stat creates_stale), creates_as_caller $(zr_stat creates_as_caller) after one race, not 1 and 1"
+
 say "another user's open is checked as its own would be"
 r=$(race d2 0600 nobody w)
 [ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_WRONLY) of root's 0600 file: $r, not EACCES"
@@ -149,6 +152,9 @@ r=$(race d10 0644+a root a)
 chattr -a "$B/d9/n" "$B/d10/n"
 
 say "O_TRUNC empties the file it opens"
+# (d6 below makes the tenth race)
+[ "$(zr_stat creates_as_caller)" = 9 ] ||
+	fail "creates_as_caller $(zr_stat creates_as_caller) after nine races, not 9"
 r=$(race d6 0644 root t)
 [ "$r" = ok ] || fail "root's open(O_CREAT|O_TRUNC): $r"
 [ "$(stat -c %s "$M/d6/n")" = 0 ] || fail "d6/n has $(stat -c %s "$M/d6/n") bytes after O_TRUNC"
