@@ -13,14 +13,15 @@
 # until the test lets it go on (ZR_FAULT_CREATE_SYNC): the name is removed
 # after the first CREATE's call and made again before the second's, so
 # after the LOOKUP between them. Cases: root; another user whose open the
-# mode refuses or allows; the name gone again before the daemon's open,
-# which then makes the file as the caller's (uid, gid; root in another
-# group); an append-only file (EPERM without O_APPEND, helper-80's review:
-# an EPERM was once taken for an fd); O_TRUNC. (A loop that makes and removes a name in
-# the backing directory while another opens it with O_CREAT, and removes
-# it, through the mount sees the same race: half of its opens failed with
-# ESTALE before open_as_caller(), 2-3% after, where the file had gone
-# again before the kernel's OPEN.)
+# mode refuses or allows, or allows by a supplementary group; the name
+# gone again before the daemon's open, which then makes the file as the
+# caller's (uid, gid; root in another group); an append-only file (EPERM
+# without O_APPEND, helper-80's review: an EPERM was once taken for an
+# fd); O_TRUNC. (A loop that makes and removes a name in the backing
+# directory while another opens it with O_CREAT, and removes it, through
+# the mount sees the same race: half of its opens failed with ESTALE
+# before open_as_caller(), 2-3% after, where the file had gone again
+# before the kernel's OPEN.)
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the delay is injected into the daemon"
@@ -42,10 +43,12 @@ M=$ZR_MNT
 
 # race DIR MODE WHO FLAGS [vanish]: DIR/n, absent to the kernel, is made
 # behind its back with mode MODE and "behind" in it; WHO (root, nobody, or
-# root4242: uid 0 in group 4242) opens it through the mount with O_CREAT
+# root4242: uid 0 in group 4242, nobody4343: nobody with supplementary
+# group 4343) opens it through the mount with O_CREAT
 # and FLAGS (w: O_WRONLY, r: O_RDONLY, t: O_WRONLY|O_TRUNC, a:
 # O_WRONLY|O_APPEND) while the name is removed and made again (mode MODE,
-# "again"; MODE+a: append-only as well, chattr +a); with vanish, removed
+# "again"; MODE+a: append-only as well, chattr +a; MODE+g: of group 4343,
+# which nobody4343 has as a supplementary group); with vanish, removed
 # once more right after the second CREATE met it, so that the daemon's
 # open as the caller makes it. Prints what the open gave (ok or an errno
 # name).
@@ -55,10 +58,11 @@ race() {
 	chmod 0777 "$M/$d"
 	! stat "$M/$d/n" >/dev/null 2>&1 || fail "$d/n exists"	# a negative entry
 	echo behind >"$B/$d/n"
-	chmod "${mode%+a}" "$B/$d/n"
+	chmod "${mode%%+*}" "$B/$d/n"
 	case $who in
 	nobody) as=(setpriv --reuid=65534 --regid=65534 --clear-groups --) ;;
 	root4242) as=(setpriv --regid=4242 --clear-groups --) ;;
+	nobody4343) as=(setpriv --reuid=65534 --regid=65534 --groups=4343 --) ;;
 	esac
 	touch "$ZR_TMP/armed"
 	python3 - "$M/$d/n" "$B/$d/n" "$mode" "$flags" "$SYNC" "$vanish" "${as[@]}" <<'PY'
@@ -97,6 +101,8 @@ k = held("before the second CREATE's call")
 with open(back, "w") as f:			# made again before the call
     f.write("again\n")
 os.chmod(back, int(mode.split("+")[0], 8))
+if "+g" in mode:				# group 4343
+    os.chown(back, 0, 4343)
 if "+a" in mode:				# append-only
     subprocess.run(["chattr", "+a", back], check=True)
 go(k)
@@ -128,6 +134,10 @@ r=$(race d3 0666 nobody w)
 [ "$(stat -c %u "$M/d3/n")" = 0 ] || fail "d3/n changed owner"
 r=$(race d4 0644 nobody r)
 [ "$r" = ok ] || fail "nobody's open(O_CREAT|O_RDONLY) of root's 0644 file: $r"
+r=$(race d11 0660+g nobody4343 w)
+[ "$r" = ok ] || fail "nobody's open(O_CREAT|O_WRONLY), in group 4343, of a 0660 file of group 4343: $r"
+r=$(race d12 0660+g nobody w)
+[ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_WRONLY), not in group 4343, of a 0660 file of group 4343: $r, not EACCES"
 r=$(race d5 0644 nobody t)
 [ "$r" = EACCES ] || fail "nobody's open(O_CREAT|O_TRUNC) of root's 0644 file: $r, not EACCES"
 # (the kernel keeps its negative entry for a name whose open failed)
@@ -152,9 +162,9 @@ r=$(race d10 0644+a root a)
 chattr -a "$B/d9/n" "$B/d10/n"
 
 say "O_TRUNC empties the file it opens"
-# (d6 below makes the tenth race)
-[ "$(zr_stat creates_as_caller)" = 9 ] ||
-	fail "creates_as_caller $(zr_stat creates_as_caller) after nine races, not 9"
+# (d6 below makes the twelfth race)
+[ "$(zr_stat creates_as_caller)" = 11 ] ||
+	fail "creates_as_caller $(zr_stat creates_as_caller) after eleven races, not 11"
 r=$(race d6 0644 root t)
 [ "$r" = ok ] || fail "root's open(O_CREAT|O_TRUNC): $r"
 [ "$(stat -c %s "$M/d6/n")" = 0 ] || fail "d6/n has $(stat -c %s "$M/d6/n") bytes after O_TRUNC"
