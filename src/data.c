@@ -1951,9 +1951,19 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 		 * (the kernel does not wait for a flush of its cache
 		 * before those) */
 		pthread_rwlock_rdlock(&ino->lock);
+		/* with the kernel's writeback cache the kernel owns the
+		 * mtime and sends it in a SETATTR after its WRITEs, but
+		 * does not wait for the ones it sent in the background: a
+		 * WRITE served after that SETATTR moved the backing mtime
+		 * for good (helper-81's fuzzer, cache=none). So the time is
+		 * noted and put back, as the tier's writeback does */
+		if (fs->kernel_times)
+			touch_data(fs, ino, fd, false);
 		rc = full_pwrite(fd, data, len, (off_t)off);
-		if (rc == 0)
+		if (rc == 0) {
 			(void)grow_size(ino, off + len);
+			stamp_mtime(fs, ino, fd);
+		}
 		pthread_rwlock_unlock(&ino->lock);
 		zr_fd_put(fs, ino);
 		if (rc)
