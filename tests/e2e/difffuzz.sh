@@ -29,7 +29,8 @@
 # file written in random order (blocks are demoted and written back while
 # files are open, renamed, unlinked); block_size=4k,comp=zstd;
 # size=2m,dirty_expire=1s with 16k blocks and policy=lru (demotes without
-# a ballast); 128k blocks with cache=writethrough.
+# a ballast); 128k blocks with cache=writethrough; cache=none (no tier:
+# every WRITE goes to the backing file as it comes).
 #
 # Environment: ZR_DIFFFUZZ_SEED (random by default, printed),
 # ZR_DIFFFUZZ_OPS (operations a round, 2500), ZR_DIFFFUZZ_ROUNDS (10),
@@ -90,12 +91,14 @@ SETS=(
 	"block_size=4k,comp=zstd"
 	"size=2m,dirty_expire=1s,block_size=16k,policy=lru"
 	"block_size=128k,cache=writethrough"
+	"cache=none"
 )
 ARGS=(
 	""
 	"-l 6m -B 24m -p 300"
 	""
 	"-l 6m -p 300"
+	""
 	""
 )
 
