@@ -147,8 +147,7 @@ if zr_real; then
 	touch "$ZR_TMP/armed"
 	for kind in file dir fifo; do
 		ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_CHOWN=1 ZR_FAULT_NAME=quota-$kind \
-			LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-			zr_mount "allow_other" "$B" "$M"
+			zr_mount_fault "allow_other" "$B" "$M"
 		zr_expect_err "Disk quota exceeded" make_as_nobody "$kind"
 		[ ! -e "$B/pub/quota-$kind" ] ||
 			fail "backing pub/quota-$kind stayed behind, owned by $(stat -c %u:%g "$B/pub/quota-$kind")"

@@ -308,7 +308,7 @@ FAULT=$(zr_helper zr_fault.so)
 PB=$ZR_TMP/plantback
 mkdir -p "$PB"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=planted ZR_FAULT_MAKE_DELAY_MS=1500 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 zr_mount "" "$PB" "$M"
+	zr_mount_fault "" "$PB" "$M"
 cp /bin/true "$ZR_TMP/suid"
 chown 65534:65534 "$ZR_TMP/suid"
 chmod 4755 "$ZR_TMP/suid"

@@ -17,9 +17,8 @@ mkdir -p "$B" "$M"
 # in a 64 MiB budget stays in RAM, dirty)
 head -c $((9 << 20)) /dev/urandom | base64 >"$ZR_TMP/a"
 touch "$ZR_TMP/armed"
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_ZSTD=1 LD_PRELOAD=$FAULT \
-	ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "size=64M,comp=zstd,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_ZSTD=1 \
+	zr_mount_fault "size=64M,comp=zstd,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 
 say "write while zstd fails"
 # (the close sends the kernel's cached pages as WRITEs; no fsync, which

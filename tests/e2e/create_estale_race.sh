@@ -37,8 +37,7 @@ chmod 0755 "$ZR_TMP" "$B" "$M"
 SYNC=$ZR_TMP/sync
 mkdir "$SYNC"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=n ZR_FAULT_CREATE_DELAY_MS=1 ZR_FAULT_CREATE_SYNC=$SYNC \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "allow_other" "$B" "$M"
+	zr_mount_fault "allow_other" "$B" "$M"
 M=$ZR_MNT
 
 # race DIR MODE WHO FLAGS [vanish]: DIR/n, absent to the kernel, is made

@@ -37,8 +37,7 @@ cat "$ZR_TMP/head" "$ZR_TMP/tail" >"$ZR_TMP/want"
 
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=f ZR_FAULT_FTRUNCATE_DELAY_MS=1000 \
 	ZR_FAULT_PWRITE_ARMED=$ZR_TMP/pw_armed ZR_FAULT_PWRITE_DELAY_MS=500 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "cache=none" "$B" "$M"
+	zr_mount_fault "cache=none" "$B" "$M"
 M=$ZR_MNT
 
 cp "$ZR_TMP/head" "$M/f"

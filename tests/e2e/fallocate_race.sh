@@ -20,8 +20,7 @@ B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 # (the daemon may be built with ASan, whose runtime wants to be first)
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=f ZR_FAULT_FTRUNCATE_DELAY_MS=600 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "seq_cutoff=0,dirty_expire=1h,block_size=64k" "$B" "$M"
+	zr_mount_fault "seq_cutoff=0,dirty_expire=1h,block_size=64k" "$B" "$M"
 M=$ZR_MNT
 
 say "a dirty block of zeros past the backing file's end"

@@ -27,8 +27,7 @@ for i in $(seq $N); do head -c 9000 /dev/urandom >"$ZR_TMP/src$i"; done
 # max_fds=16 and the small files written last keep no fd of the others
 mount_faulty() {
 	ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_HANDLE_ENOMEM=$1 \
-		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "max_fds=16,block_size=4k,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+		zr_mount_fault "max_fds=16,block_size=4k,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 	if grep -q "not opened by handle on this backing filesystem" "$ZR_LOG"; then
 		zr_skip "files are not opened by handle on the backing filesystem here (TMPDIR=${TMPDIR:-/tmp}): $(cat "$ZR_LOG")"
 	fi

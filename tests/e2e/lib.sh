@@ -93,6 +93,16 @@ zr_need_root() {
 	[ "$(id -u)" = 0 ] || zr_skip "needs root ($*)"
 }
 
+# zr_mount_fault OPTS BACKING [MNT]: zr_mount with the fault shim $FAULT
+# (zr_helper zr_fault.so) preloaded into the daemon; the ZR_FAULT_*
+# variables set before the call arm it. ASan wants to be the first library
+# loaded: it is told not to mind, keeping the options it was given.
+zr_mount_fault() {
+	LD_PRELOAD=${FAULT:?zr_mount_fault: FAULT is not set} \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		zr_mount "$@"
+}
+
 # zr_helper NAME: path of a helper program built by `make check`.
 zr_helper() {
 	local p="$ZR_HELPERS/$1"

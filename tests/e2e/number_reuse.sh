@@ -37,8 +37,7 @@ printf '#!/bin/sh\nexec capsh --drop=cap_dac_read_search -- -c '\''exec "$0" "$@
 chmod 755 "$ZR_TMP/nohandles_zramfs"
 
 ZRAMFS=$ZR_TMP/nohandles_zramfs ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_REMOVE_NAME='victim|zr-*' \
-	ZR_FAULT_REMOVE_DELAY_MS=1500 LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "max_fds=16,dirty_expire=1h" "$B" "$M"
+	ZR_FAULT_REMOVE_DELAY_MS=1500 zr_mount_fault "max_fds=16,dirty_expire=1h" "$B" "$M"
 grep -q "not opened by handle" "$ZR_LOG" ||
 	fail "the daemon uses file handles: the case is not tested ($(cat "$ZR_LOG"))"
 

@@ -52,8 +52,7 @@ for where in disk tmpfs; do
 	fi
 	[ $where = tmpfs ] && zr_mount_tmpfs "$B" 64m
 	pressure 0.00
-	ZR_FAULT_PSI=$P LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "size=16M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+	ZR_FAULT_PSI=$P zr_mount_fault "size=16M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 	# a dirty; over tmpfs c too, clean in the tier (over a disk the
 	# shrink would take clean blocks first, and write nothing back)
 	if [ $where = tmpfs ]; then

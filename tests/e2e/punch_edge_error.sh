@@ -13,9 +13,8 @@ FAULT=$(zr_helper zr_fault.so)
 
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
-ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_ZSTD_READ=1 LD_PRELOAD=$FAULT \
-	ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "size=64M,comp=zstd,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_ZSTD_READ=1 \
+	zr_mount_fault "size=64M,comp=zstd,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 
 # (base64 text: it compresses; one 64 KiB block and a bit)
 head -c 52500 /dev/urandom | base64 -w 0 >"$ZR_TMP/a"

@@ -25,8 +25,7 @@ mkdir -p "$B" "$M"
 # mount_nopunch OPTS: zramfs over $B, whose punches fail with EOPNOTSUPP
 mount_nopunch() {
 	ZR_FAULT_NOPUNCH=1 ZR_FAULT_FTRUNCATE_ERR=1 ZR_FAULT_NAME=h ZR_FAULT_ARMED=$ZR_TMP/armed \
-		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "$1" "$B" "$M"
+		zr_mount_fault "$1" "$B" "$M"
 }
 mount_nopunch "size=32M,dirty_expire=1h"
 
@@ -88,8 +87,7 @@ punch_enospc() {
 	say "a punch of clean blocks of $bs bytes whose write of zeros fails at byte $at"
 	rm -f "$B/f" "$B/g" "$B/h" "$B/p"
 	ZR_FAULT_NOPUNCH=1 ZR_FAULT_PWRITE_AT=$at ZR_FAULT_NAME=p ZR_FAULT_ARMED=$ZR_TMP/armed \
-		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "size=32M,block_size=$2,dirty_expire=1h" "$B" "$M"
+		zr_mount_fault "size=32M,block_size=$2,dirty_expire=1h" "$B" "$M"
 	python3 - "$ZR_MNT/p" "$ZR_TMP/p.exp" "$z" <<'PY' || fail "writing p failed"
 import os, sys
 data = b"\xff" * (1 << 20)

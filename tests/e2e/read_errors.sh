@@ -25,8 +25,7 @@ cp "$ZR_TMP/orig" "$B/f"
 touch "$ZR_TMP/armed"
 # (the daemon may be built with ASan, whose runtime wants to be first)
 ZR_FAULT_NAME=f ZR_FAULT_READ_AT=300000 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_FSYNC=1 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "block_size=64k" "$B" "$M"
+	zr_mount_fault "block_size=64k" "$B" "$M"
 M=$ZR_MNT
 
 say "1: the whole file, in one pass"

@@ -34,8 +34,7 @@ B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 say "part 1: each rename to n1, m0.* or m1.0 held 60 ms after its backing call"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_RENAME_NAME='n1|m0.*|m1.0' ZR_FAULT_RENAME_DELAY_MS=60 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "max_fds=16" "$B" "$M"
+	zr_mount_fault "max_fds=16" "$B" "$M"
 mkdir "$ZR_MNT/t1"
 touch "$ZR_TMP/armed"
 rc=0; out=$("$RS" -T "$SECS" -R 2 -Q 2 -n 24 "$ZR_MNT/t1" 2>&1) || rc=$?
@@ -54,8 +53,7 @@ zr_umount
 
 say "part 3: open and fstat of a file held open while its rename is held 300 ms"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_RENAME_NAME='f|g' ZR_FAULT_RENAME_DELAY_MS=300 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "max_fds=16" "$B" "$M"
+	zr_mount_fault "max_fds=16" "$B" "$M"
 mkdir "$ZR_MNT/t3"
 touch "$ZR_TMP/armed"
 python3 - "$ZR_MNT/t3" <<'PY' || fail "part 3: see above"

@@ -65,8 +65,7 @@ if zr_real; then
 	mkdir -p "$XB"
 	touch "$ZR_TMP/armed"
 	ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=b ZR_FAULT_RENAME_DELAY_MS=10 \
-		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "max_fds=16" "$XB" "$M"
+		zr_mount_fault "max_fds=16" "$XB" "$M"
 	python3 - "$ZR_MNT" <<'PY' || fail "see above"
 import ctypes, os, sys, time
 m = sys.argv[1]

@@ -32,8 +32,7 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_RENAME_NAME='D|E|G|H|f|g' ZR_FAULT_RENAME_DELAY_MS=600 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "max_fds=16" "$B" "$M"
+	zr_mount_fault "max_fds=16" "$B" "$M"
 mkdir -p "$ZR_MNT/t/G/D"
 # names the kernel has not looked up yet, one a round (made in the backing
 # directory, so that no entry of them is cached)

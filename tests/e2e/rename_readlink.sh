@@ -22,8 +22,7 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_RENAME_NAME='s*b|f2' ZR_FAULT_RENAME_DELAY_MS=300 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "max_fds=16" "$B" "$M"
+	zr_mount_fault "max_fds=16" "$B" "$M"
 mkdir "$ZR_MNT/t"
 touch "$ZR_TMP/armed"
 python3 - "$ZR_MNT/t" <<'PY' || fail "see above"

@@ -19,8 +19,7 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=s ZR_FAULT_RENAME_DELAY_MS=1500 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "" "$B" "$M"
+	zr_mount_fault "" "$B" "$M"
 mkdir "$M/d"
 ln -s target "$M/s"
 say "exchange of a directory and a symlink, the symlink's attributes asked for in between"

@@ -163,8 +163,7 @@ for dargs in "" "-s"; do
 		say "${dargs:-multi-threaded}, $phase"
 		rm -rf "${B:?}"/*
 		ZR_DAEMON_ARGS=$dargs ZR_FAULT_UMOUNT=1 PATH="$ZR_TMP/fakebin:$PATH" \
-			LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-			zr_mount "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
+			zr_mount_fault "size=128M,dirty_expire=1h,seq_cutoff=0" "$B" "$M"
 		pid=$ZR_PID
 		if [ $phase = idle ]; then
 			# everything in the daemon's tier, dirty; then no request
@@ -202,8 +201,7 @@ if uname -r | awk -F. '{ exit !($1 < 6 || ($1 == 6 && $2 < 16)) }'; then
 fi
 rm -rf "${B:?}"/*
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_INVAL_DELAY_MS=14000 ZR_FAULT_UMOUNT=1 \
-	PATH="$ZR_TMP/fakebin:$PATH" LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "dirty_expire=1h" "$B" "$M"
+	PATH="$ZR_TMP/fakebin:$PATH" zr_mount_fault "dirty_expire=1h" "$B" "$M"
 pid=$ZR_PID
 head -c 65536 /dev/urandom >"$ZR_MNT/f"
 touch "$ZR_TMP/armed"

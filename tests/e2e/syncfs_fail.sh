@@ -23,8 +23,7 @@ head -c $((4 << 20)) /dev/urandom >"$ZR_TMP/src"
 # wants to be first)
 mount_faulty() {
 	ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_SYNCFS=1 \
-		LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-		zr_mount "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
+		zr_mount_fault "seq_cutoff=0,dirty_expire=1h" "$B" "$M"
 }
 # lift_fault: the fault lifted, SIGHUP (try at once); the daemon must end
 # within 15 s, its status in ZR_WAIT_RC

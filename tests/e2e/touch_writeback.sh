@@ -15,8 +15,7 @@ FAULT=$(zr_helper zr_fault.so)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt
 mkdir -p "$B" "$M"
 ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=f ZR_FAULT_FUTIMENS_DELAY_MS=1500 \
-	LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "dirty_expire=1h" "$B" "$M"
+	zr_mount_fault "dirty_expire=1h" "$B" "$M"
 head -c 200000 /dev/urandom >"$ZR_TMP/f"
 cp "$ZR_TMP/f" "$M/f"
 [ "$(zr_stat blocks_dirty)" -gt 0 ] || fail "f is not dirty in RAM"

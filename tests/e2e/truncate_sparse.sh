@@ -151,8 +151,7 @@ zr_umount
 # hole over data.  zr_fault.so makes uname(2) say 6.1 (Debian 12's).
 say "a kernel before 6.16 (uname says 6.1): lseek is left to the kernel, no hole reported"
 FAULT=$(zr_helper zr_fault.so)
-ZR_FAULT_UNAME=6.1.0-28-amd64 LD_PRELOAD=$FAULT ASAN_OPTIONS=verify_asan_link_order=0 \
-	zr_mount "" "$B" "$M"
+ZR_FAULT_UNAME=6.1.0-28-amd64 zr_mount_fault "" "$B" "$M"
 M=$ZR_MNT
 seg=$("$SEEK" "$M/sparse") || fail "SEEK_DATA/SEEK_HOLE failed on a 6.1 kernel: $seg"
 [ "$seg" = "$(printf 'data 0 %s\nsize %s' $((T + 4096)) $((T + 4096)))" ] ||
