@@ -18,6 +18,9 @@
 # bug does not hide another.  To reproduce a failure by hand, run the
 # zr_fsx command it prints against a mount with the same options; -X turns
 # operations off to tell bugs apart.
+#
+# Environment: ZR_FSX_OPS (operations per case, default 20000), ZR_FSX_SEED
+# (added to every case's seed, default 0; a longer run by hand can vary it).
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=300	# (68 s alone, 120 s was reached beside fsx_stress in make -j2 check)
 zr_init
@@ -28,6 +31,8 @@ mkdir -p "$B" "$M" "$D"
 FAILED=()
 NOPS=${ZR_FSX_OPS:-20000}
 HALF=$((NOPS / 2))
+SEED=${ZR_FSX_SEED:-0}
+case $SEED in ''|*[!0-9]*) fail "ZR_FSX_SEED must be a number: '$SEED'" ;; esac
 
 # fsx_case NAME MOUNTOPTS FSXARGS...: mount, run zr_fsx on file NAME with a
 # model dump, unmount, compare the backing file, remount with default
@@ -59,26 +64,26 @@ COMMON=(-N "$NOPS" -l 8m -o 64k -m -c -d)
 # SEEK_DATA/SEEK_HOLE and O_DIRECT reads have cases of their own below, so
 # that a failure there does not stop the data checks of the others.
 fsx_case bs16k "size=4M,block_size=16k,dirty_expire=200ms" \
-	"${COMMON[@]}" -b 16k -S 1 -X seek,dread
+	"${COMMON[@]}" -b 16k -S $((SEED + 1)) -X seek,dread
 fsx_case bs64k "size=4M,dirty_expire=200ms" \
-	"${COMMON[@]}" -b 64k -S 2 -X seek,dread
+	"${COMMON[@]}" -b 64k -S $((SEED + 2)) -X seek,dread
 fsx_case writethrough "size=4M,block_size=16k,cache=writethrough,dirty_expire=200ms" \
-	-N "$HALF" -l 8m -o 64k -m -c -d -b 16k -S 3 -X seek,dread
+	-N "$HALF" -l 8m -o 64k -m -c -d -b 16k -S $((SEED + 3)) -X seek,dread
 fsx_case lru "size=4M,block_size=16k,policy=lru,dirty_expire=200ms" \
-	-N "$HALF" -l 8m -o 64k -m -c -d -b 16k -S 4 -X seek,dread
+	-N "$HALF" -l 8m -o 64k -m -c -d -b 16k -S $((SEED + 4)) -X seek,dread
 fsx_case seek "size=4M,block_size=16k,dirty_expire=200ms" \
-	-N 5000 -l 8m -o 64k -m -c -b 16k -S 5
+	-N 5000 -l 8m -o 64k -m -c -b 16k -S $((SEED + 5))
 # O_DIRECT reads next to buffered writes that extend the file (as on ext4,
 # the hole between the old and the new end must read as zeros, not EOF).
 fsx_case odirect "size=4M,block_size=16k,dirty_expire=200ms" \
-	-N 5000 -l 8m -o 64k -m -c -d -b 16k -S 7 -X seek
+	-N 5000 -l 8m -o 64k -m -c -d -b 16k -S $((SEED + 7)) -X seek
 
 # The file of case bs16k exists with 0..8 MiB of data: zr_fsx opens it with
 # O_TRUNC, which must empty it (libfuse passes O_TRUNC to open, no setattr).
 if [ -f "$D/bs16k" ]; then
 	mv "$B/bs16k" "$B/again"
 	fsx_case again "size=4M,block_size=16k,dirty_expire=200ms" \
-		-N 3000 -l 8m -o 64k -m -c -b 16k -S 6 -X seek,dread
+		-N 3000 -l 8m -o 64k -m -c -b 16k -S $((SEED + 6)) -X seek,dread
 fi
 
 # The same without zr_fsx, deterministic: `echo hi >file` over a file the

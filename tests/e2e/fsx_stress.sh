@@ -7,6 +7,8 @@
 # punches, mmap, O_DIRECT writes and copy_file_range.  Every read is
 # checked against the models; after an unmount the backing files and after
 # a remount the files must equal the models' final content.
+# Environment: ZR_FSX_OPS (operations per process, default 30000),
+# ZR_FSX_SEED (added to the seed 11, default 0).
 . "$(dirname "$0")/lib.sh"
 ZR_TIMEOUT=${ZR_TIMEOUT:-120}
 zr_init
@@ -15,13 +17,15 @@ FSX=$(zr_helper zr_fsx)
 B=$ZR_TMP/backing M=$ZR_TMP/mnt D=$ZR_TMP/model
 mkdir -p "$B" "$M" "$D"
 NOPS=${ZR_FSX_OPS:-30000}
+SEED=${ZR_FSX_SEED:-0}
+case $SEED in ''|*[!0-9]*) fail "ZR_FSX_SEED must be a number: '$SEED'" ;; esac
 OPTS="size=2M,block_size=16k,dirty_expire=200ms"
 
 zr_mount "$OPTS" "$B" "$M"
 M=$ZR_MNT
 
-say "4 x zr_fsx -N $NOPS, control commands every 100 ms"
-FSX_ARGS=(-P 4 -N "$NOPS" -l 4m -o 64k -m -c -d -b 16k -S 11 -X seek,dread)
+say "4 x zr_fsx -N $NOPS -S $((SEED + 11)), control commands every 100 ms"
+FSX_ARGS=(-P 4 -N "$NOPS" -l 4m -o 64k -m -c -d -b 16k -S $((SEED + 11)) -X seek,dread)
 "$FSX" "${FSX_ARGS[@]}" -D "$D/f" "$M/f" >"$ZR_TMP/fsx.out" 2>"$ZR_TMP/fsx.err" &
 FSX_PID=$!
 
