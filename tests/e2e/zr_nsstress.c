@@ -2008,6 +2008,27 @@ static void load_manifests(struct ns_worker *wk, struct vstate *vs, const char *
 	       nman, vs->nfiles, vs->nnames, vs->ndirs);
 }
 
+/* Free what load_manifests() allocated in @vs (the names in vs->names
+ * are the files' paths, freed with them). */
+static void vstate_free(struct vstate *vs)
+{
+	size_t j;
+	int i;
+
+	for (j = 0; j < vs->nfiles; j++) {
+		for (i = 0; i < vs->files[j].nnames; i++)
+			free(vs->files[j].paths[i]);
+		free(vs->files[j].m.gen);
+		free(vs->files[j].m.keep);
+	}
+	for (j = 0; j < vs->ndirs; j++)
+		free(vs->dirs[j]);
+	free(vs->files);
+	free(vs->names);
+	free(vs->dirs);
+	memset(vs, 0, sizeof(*vs));
+}
+
 /*
  * Walk directory @rel (relative to ROOT) at @depth: ROOT holds only
  * d0..d3, those hold s0..s2 and the private directories of the manifests,
@@ -2110,6 +2131,7 @@ static int verify_main(struct ns_worker *wk, const char *mdir)
 		die(wk, "%zu names found, the manifests have %zu", vs.names_seen, vs.nnames);
 	printf("verify: ok: %zu files, %zu names, %" PRIu64 " blocks as the manifests say\n",
 	       vs.nfiles, vs.nnames, blocks);
+	vstate_free(&vs);
 	return 0;
 }
 
