@@ -919,7 +919,9 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
  * so that the kernel's one walk again of the same open can be told from a
  * first meeting: a slot per parent and caller thread (FUSE sends the
  * thread's id), holding the name and when. create_retry_lock protects
- * every field of every slot.
+ * every field of every slot, and create_retry_used (the slots in use,
+ * parent != 0), which is also read without it (an atomic load) so that
+ * an OPEN finds out in one load that there is no note to forget.
  */
 #define ZR_CREATE_RETRY_SLOTS 16
 #define ZR_CREATE_RETRY_MS 2000
@@ -930,6 +932,7 @@ static struct {
 	char name[NAME_MAX + 1];
 } create_retry[ZR_CREATE_RETRY_SLOTS];
 static pthread_mutex_t create_retry_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int create_retry_used;
 
 static unsigned int create_retry_slot(fuse_ino_t parent, pid_t pid)
 {
@@ -944,6 +947,8 @@ static void create_retry_note(fuse_ino_t parent, pid_t pid, const char *name)
 	if (strlen(name) > NAME_MAX)
 		return;
 	pthread_mutex_lock(&create_retry_lock);
+	if (!create_retry[i].parent)
+		__atomic_add_fetch(&create_retry_used, 1, __ATOMIC_RELAXED);
 	create_retry[i].parent = parent;
 	create_retry[i].pid = pid;
 	create_retry[i].at_ms = zr_now_ms();
@@ -963,10 +968,39 @@ static bool create_retry_take(fuse_ino_t parent, pid_t pid, const char *name)
 	again = create_retry[i].parent == parent && create_retry[i].pid == pid &&
 		zr_now_ms() - create_retry[i].at_ms < ZR_CREATE_RETRY_MS &&
 		strcmp(create_retry[i].name, name) == 0;
-	if (again)
+	if (again) {
 		create_retry[i].parent = 0;
+		__atomic_sub_fetch(&create_retry_used, 1, __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&create_retry_lock);
 	return again;
+}
+
+/*
+ * Forget thread @pid's notes, at its OPEN: the kernel's walk again found
+ * the name and opens what is there, so the note was not needed; kept, it
+ * would have the thread's next CREATE that meets a taken name within
+ * ZR_CREATE_RETRY_MS opened as the caller instead of answered ESTALE.
+ * Expired notes of any thread go too. Costs an OPEN one atomic load when
+ * no note is kept.
+ */
+static void create_retry_forget(pid_t pid)
+{
+	uint64_t now;
+	unsigned int i;
+
+	if (!__atomic_load_n(&create_retry_used, __ATOMIC_RELAXED))
+		return;
+	now = zr_now_ms();
+	pthread_mutex_lock(&create_retry_lock);
+	for (i = 0; i < ZR_CREATE_RETRY_SLOTS; i++) {
+		if (create_retry[i].parent &&
+		    (create_retry[i].pid == pid || now - create_retry[i].at_ms >= ZR_CREATE_RETRY_MS)) {
+			create_retry[i].parent = 0;
+			__atomic_sub_fetch(&create_retry_used, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&create_retry_lock);
 }
 
 /* The raw setgroups system call, which changes the calling thread only
@@ -1675,6 +1709,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		zr_ctl_open(req, fs, ino, fi);
 		return;
 	}
+	create_retry_forget(fuse_req_ctx(req)->pid);
 	in = zr_inode_from_ino(fs, ino);
 	if (fs->read_only && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		fuse_reply_err(req, EROFS);

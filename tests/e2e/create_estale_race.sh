@@ -17,7 +17,8 @@
 # gone again before the daemon's open, which then makes the file as the
 # caller's (uid, gid; root in another group); an append-only file (EPERM
 # without O_APPEND, helper-80's review: an EPERM was once taken for an
-# fd); O_TRUNC. (A loop that makes and removes a name in the backing
+# fd); O_TRUNC; a note the walk again did not use, forgotten at the
+# thread's OPEN. (A loop that makes and removes a name in the backing
 # directory while another opens it with O_CREAT, and removes it, through
 # the mount sees the same race: half of its opens failed with ESTALE
 # before open_as_caller(), 2-3% after, where the file had gone again
@@ -167,6 +168,38 @@ say "O_TRUNC empties the file it opens"
 r=$(race d6 0644 root t)
 [ "$r" = ok ] || fail "root's open(O_CREAT|O_TRUNC): $r"
 [ "$(stat -c %s "$M/d6/n")" = 0 ] || fail "d6/n has $(stat -c %s "$M/d6/n") bytes after O_TRUNC"
+
+# A note the walk again did not use is forgotten at the thread's OPEN: one
+# thread opens a name made behind the back (ESTALE, then the kernel's LOOKUP
+# finds it and sends OPEN), removes it through the mount, and within 2 s
+# opens it again after it was made behind the back once more. That second
+# CREATE is a first meeting, for the kernel to open (ESTALE again), not
+# the walk again of the first (the note kept 2 s had it opened as the
+# caller).
+say "an unused note is forgotten at the thread's OPEN"
+stale0=$(zr_stat creates_stale) caller0=$(zr_stat creates_as_caller)
+mkdir "$M/d13"
+python3 - "$M/d13/n" "$B/d13/n" <<'PY' || fail "the open-remove-open of d13/n failed"
+import os, sys
+mnt, back = sys.argv[1:3]
+for text in ("one\n", "two\n"):
+    try:
+        os.stat(mnt)
+        sys.exit("d13/n exists")
+    except FileNotFoundError:
+        pass				# a negative entry
+    with open(back, "w") as f:		# made behind the back
+        f.write(text)
+    fd = os.open(mnt, os.O_CREAT | os.O_RDWR, 0o644)
+    got = os.read(fd, 100).decode()
+    os.close(fd)
+    if got != text:
+        sys.exit("d13/n read %r, not what was made behind the back, %r" % (got, text))
+    if text == "one\n":
+        os.unlink(mnt)
+PY
+[ "$(zr_stat creates_stale)" = $((stale0 + 2)) ] && [ "$(zr_stat creates_as_caller)" = "$caller0" ] ||
+	fail "creates_stale $stale0 -> $(zr_stat creates_stale), creates_as_caller $caller0 -> $(zr_stat creates_as_caller): the second CREATE was taken for the walk again of the first"
 zr_umount
 [ "$(stat -c %s "$B/d6/n")" = 0 ] || fail "d6/n in the backing directory has $(stat -c %s "$B/d6/n") bytes after O_TRUNC"
 say "ok: open(O_CREAT) opened the file made behind the back, as its caller"
