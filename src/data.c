@@ -2675,13 +2675,19 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	if (in->open_count > 0) {
+	if (__atomic_load_n(&in->write_count, __ATOMIC_RELAXED) > 0) {
 		/*
 		 * The kernel may hold dirty pages of this file in its
 		 * writeback cache that we have never seen, and it does not
 		 * write them back before asking. Invalidating its cache makes
 		 * it launder (write back) them first; the WRITEs are served by
-		 * the other threads. Single-threaded, that would deadlock:
+		 * the other threads. Only while a handle open for writing
+		 * lasts: the kernel dirties pages only through one (write(2),
+		 * or a shared writable mapping, which keeps its handle), and
+		 * writes them all back before it sends that handle's RELEASE
+		 * (fuse_release()), so without one it holds none, and its
+		 * clean pages stay (a `cp` of a file asks, and used to read
+		 * it all through the daemon again). Single-threaded, that would deadlock:
 		 * then let the kernel answer from its size (all data); so
 		 * would a ring thread whose queue has no other thread free
 		 * and cannot grow (zr_uring_may_wait()). So also on a kernel

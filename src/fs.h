@@ -198,7 +198,10 @@ struct zr_inode {
 					 * change of the data, failed ones included (a
 					 * reader's clean insert checks it under the lock
 					 * held exclusive: data.c) */
-	unsigned open_count;		/* open file (or directory) handles */
+	unsigned open_count;		/* lock: open file (or directory) handles */
+	unsigned write_count;		/* lock (a relaxed atomic load may read it):
+					 * those of regular files opened for
+					 * writing (ops.c: handle_begin) */
 	bool fd_pinned;			/* fd pinned because the last name went while open
 					 * (files, directories) or held by the kernel
 					 * (directories: a working directory) */

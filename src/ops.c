@@ -1658,19 +1658,23 @@ static void release_pinned(struct zr_fs *fs, struct zr_inode *in);
  * this one. A regular file that has lost all of that already (its last name
  * went and its last handle closed between the kernel's lookup and this
  * open) cannot be given its data back: -ESTALE then, rather than a file
- * that reads what never reached the disk. @return 0 (end the handle with
+ * that reads what never reached the disk. @writer: the handle is opened
+ * for writing (counted in write_count too). @return 0 (end the handle with
  * handle_end()) or -ESTALE.
  */
-static int handle_begin(struct zr_inode *in)
+static int handle_begin(struct zr_inode *in, bool writer)
 {
 	int rc = 0;
 
 	pthread_rwlock_wrlock(&in->lock);
 	if (S_ISREG(in->type) && __atomic_load_n(&in->unlinked, __ATOMIC_RELAXED) &&
-	    !in->orphaned && !in->fd_pinned && in->open_count == 0)
+	    !in->orphaned && !in->fd_pinned && in->open_count == 0) {
 		rc = -ESTALE;
-	else
+	} else {
 		in->open_count++;
+		if (writer)
+			__atomic_store_n(&in->write_count, in->write_count + 1, __ATOMIC_RELAXED);
+	}
 	pthread_rwlock_unlock(&in->lock);
 	return rc;
 }
@@ -1680,13 +1684,15 @@ static int handle_begin(struct zr_inode *in)
  * handle_begin()). The last one of a file whose last name went cleans up:
  * its orphan's name goes, and its data unless it was linked again, once
  * the kernel has forgotten the inode too (zr_orphan_reap()); or its pinned
- * fd goes (release_pinned()).
+ * fd goes (release_pinned()). @writer: as given to handle_begin().
  */
-static void handle_end(struct zr_fs *fs, struct zr_inode *in)
+static void handle_end(struct zr_fs *fs, struct zr_inode *in, bool writer)
 {
 	bool last, orphan;
 
 	pthread_rwlock_wrlock(&in->lock);
+	if (writer)
+		__atomic_store_n(&in->write_count, in->write_count - 1, __ATOMIC_RELAXED);
 	last = --in->open_count == 0 && in->fd_pinned;
 	if (last)
 		in->fd_pinned = false;	/* the pin is release_pinned()'s now */
@@ -1703,6 +1709,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in;
 	unsigned mark;
+	bool writer;
 	int fd, rc;
 
 	if (zr_is_ctl(ino)) {
@@ -1715,7 +1722,8 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = handle_begin(in);
+	writer = zr_fh_of(fi->flags) & ZR_FH_WRITER;
+	rc = handle_begin(in, writer);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -1740,7 +1748,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		zr_fd_put(fs, in);
 	}
 	if (rc) {
-		handle_end(fs, in);
+		handle_end(fs, in, writer);
 		fuse_reply_err(req, -rc);
 		return;
 	}
@@ -1751,7 +1759,7 @@ static void zr_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fi->fh = zr_fh_of(fi->flags);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* the opener is gone (interrupted): no RELEASE will come */
-		handle_end(fs, in);
+		handle_end(fs, in, writer);
 		zr_inode_unref(fs, in);
 	}
 }
@@ -1945,7 +1953,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 begin:
 	/* (the name may be gone already: another process that found it
 	 * removed it; the handle then fails as an open would) */
-	rc = handle_begin(in);
+	rc = handle_begin(in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
 	if (rc) {
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);
@@ -1963,7 +1971,7 @@ begin:
 		zr_fd_put(fs, in);
 	}
 	if (rc) {
-		handle_end(fs, in);
+		handle_end(fs, in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);
 		return;
@@ -1980,7 +1988,7 @@ begin:
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* the creator is gone: no RELEASE, and no FORGET for the
 		 * lookup the reply carried */
-		handle_end(fs, in);
+		handle_end(fs, in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
 		zr_inode_unref(fs, in);
 		zr_inode_forget(fs, in, 1);
 	}
@@ -2041,7 +2049,7 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		return;
 	}
 	in = zr_inode_from_ino(fs, ino);
-	handle_end(fs, in);
+	handle_end(fs, in, fi->fh & ZR_FH_WRITER);
 	zr_inode_unref(fs, in);
 	fuse_reply_err(req, 0);
 }
