@@ -2681,13 +2681,14 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 * writeback cache that we have never seen, and it does not
 		 * write them back before asking. Invalidating its cache makes
 		 * it launder (write back) them first; the WRITEs are served by
-		 * the other threads. Only while a handle open for writing
-		 * lasts: the kernel dirties pages only through one (write(2),
-		 * or a shared writable mapping, which keeps its handle), and
-		 * writes them all back before it sends that handle's RELEASE
-		 * (fuse_release()), so without one it holds none, and its
-		 * clean pages stay (a `cp` of a file asks, and used to read
-		 * it all through the daemon again). Single-threaded, that would deadlock:
+		 * the other threads. (Only while a handle open for writing
+		 * lasts: the kernel dirties pages only through one, by
+		 * write(2) or a shared writable mapping, which keeps its
+		 * handle, and writes them all back before it sends that
+		 * handle's RELEASE, fuse_release(). Without one it holds
+		 * none, and its clean pages stay: a `cp` of a sparse file
+		 * asks, and used to read it all through the daemon again.)
+		 * Single-threaded, the invalidation would deadlock:
 		 * then let the kernel answer from its size (all data); so
 		 * would a ring thread whose queue has no other thread free
 		 * and cannot grow (zr_uring_may_wait()). So also on a kernel
