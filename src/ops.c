@@ -981,8 +981,9 @@ static bool create_retry_take(fuse_ino_t parent, pid_t pid, const char *name)
  * the name and opens what is there, so the note was not needed; kept, it
  * would have the thread's next CREATE that meets a taken name within
  * ZR_CREATE_RETRY_MS opened as the caller instead of answered ESTALE.
- * Expired notes of any thread go too. Costs an OPEN one atomic load when
- * no note is kept.
+ * Pid 0 (callers the daemon's pid namespace cannot see, all alike) forgets
+ * none: it would forget the others' notes. Expired notes of any thread go
+ * too. Costs an OPEN one atomic load when no note is kept.
  */
 static void create_retry_forget(pid_t pid)
 {
@@ -991,11 +992,14 @@ static void create_retry_forget(pid_t pid)
 
 	if (!__atomic_load_n(&create_retry_used, __ATOMIC_RELAXED))
 		return;
-	now = zr_now_ms();
 	pthread_mutex_lock(&create_retry_lock);
+	/* (read under the lock: a note written meanwhile, after an earlier
+	 * reading, would look 2^64 ms old, helper-82) */
+	now = zr_now_ms();
 	for (i = 0; i < ZR_CREATE_RETRY_SLOTS; i++) {
 		if (create_retry[i].parent &&
-		    (create_retry[i].pid == pid || now - create_retry[i].at_ms >= ZR_CREATE_RETRY_MS)) {
+		    ((pid != 0 && create_retry[i].pid == pid) ||
+		     now - create_retry[i].at_ms >= ZR_CREATE_RETRY_MS)) {
 			create_retry[i].parent = 0;
 			__atomic_sub_fetch(&create_retry_used, 1, __ATOMIC_RELAXED);
 		}
