@@ -2001,6 +2001,7 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	size_t len = fuse_buf_size(bufv);
+	struct zr_inode *in;
 	char *data;
 	char *copy = NULL;
 	ssize_t n;
@@ -2040,9 +2041,11 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		len = (size_t)n;
 		data = copy;
 	}
-	n = data_write(fs, zr_inode_from_ino(fs, ino), data, len, (uint64_t)off,
-		       fi && fi->writepage);
+	in = zr_inode_from_ino(fs, ino);
+	n = data_write(fs, in, data, len, (uint64_t)off, fi && fi->writepage);
 	free(copy);
+	if (n < 0 || (size_t)n < len)
+		__atomic_store_n(&in->write_refused, true, __ATOMIC_RELAXED);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -2675,7 +2678,8 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
-	if (__atomic_load_n(&in->write_count, __ATOMIC_RELAXED) > 0) {
+	if (__atomic_load_n(&in->write_count, __ATOMIC_RELAXED) > 0 ||
+	    __atomic_exchange_n(&in->write_refused, false, __ATOMIC_RELAXED)) {
 		/*
 		 * The kernel may hold dirty pages of this file in its
 		 * writeback cache that we have never seen, and it does not
@@ -2687,7 +2691,11 @@ void zr_op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		 * handle, and writes them all back before it sends that
 		 * handle's RELEASE, fuse_release(). Without one it holds
 		 * none, and its clean pages stay: a `cp` of a sparse file
-		 * asks, and used to read it all through the daemon again.)
+		 * asks, and used to read it all through the daemon again.
+		 * Or after a WRITE we refused, ENOSPC say: the kernel keeps
+		 * its pages, clean, and reads show that data, which we do
+		 * not have; the invalidation drops them, so that reads and
+		 * the holes reported agree, helper-83.)
 		 * Single-threaded, the invalidation would deadlock:
 		 * then let the kernel answer from its size (all data); so
 		 * would a ring thread whose queue has no other thread free

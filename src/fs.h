@@ -202,6 +202,10 @@ struct zr_inode {
 	unsigned write_count;		/* lock (a relaxed atomic load may read it):
 					 * those of regular files opened for
 					 * writing (ops.c: handle_begin) */
+	bool write_refused;		/* relaxed atomic: a WRITE failed or was cut
+					 * short since the last lseek's invalidation:
+					 * the kernel may still hold its pages, with
+					 * what zramfs does not (data.c: zr_op_lseek) */
 	bool fd_pinned;			/* fd pinned because the last name went while open
 					 * (files, directories) or held by the kernel
 					 * (directories: a working directory) */
