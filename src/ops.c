@@ -921,7 +921,10 @@ static int give_to_caller(fuse_req_t req, int pfd, const char *name, int fd_new,
  * thread's id), holding the name and when. create_retry_lock protects
  * every field of every slot, and create_retry_used (the slots in use,
  * parent != 0), which is also read without it (an atomic load) so that
- * an OPEN finds out in one load that there is no note to forget.
+ * an OPEN, or a CREATE that made its file, finds out in one load that
+ * there is no note to forget or take. (A note is written before its
+ * ESTALE reply, and the walk again comes after that reply, through the
+ * kernel: its load sees the note.)
  */
 #define ZR_CREATE_RETRY_SLOTS 16
 #define ZR_CREATE_RETRY_MS 2000
@@ -964,6 +967,9 @@ static bool create_retry_take(fuse_ino_t parent, pid_t pid, const char *name)
 	unsigned int i = create_retry_slot(parent, pid);
 	bool again;
 
+	/* (every CREATE that makes its file asks: no lock when no note) */
+	if (!__atomic_load_n(&create_retry_used, __ATOMIC_RELAXED))
+		return false;
 	pthread_mutex_lock(&create_retry_lock);
 	again = create_retry[i].parent == parent && create_retry[i].pid == pid &&
 		zr_now_ms() - create_retry[i].at_ms < ZR_CREATE_RETRY_MS &&
@@ -1847,7 +1853,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct zr_inode *p = zr_inode_from_ino(fs, parent), *in;
 	struct fuse_entry_param e;
 	struct stat st;
-	bool created, have_st;
+	bool created, have_st, writer = zr_fh_of(fi->flags) & ZR_FH_WRITER;
 	int pfd, fd, rc;
 
 	if (zr_is_ctl(parent) || (parent == FUSE_ROOT_ID && strcmp(name, ZR_CTL_DIRNAME) == 0)) {
@@ -1957,7 +1963,7 @@ static void zr_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 begin:
 	/* (the name may be gone already: another process that found it
 	 * removed it; the handle then fails as an open would) */
-	rc = handle_begin(in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
+	rc = handle_begin(in, writer);
 	if (rc) {
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);
@@ -1975,7 +1981,7 @@ begin:
 		zr_fd_put(fs, in);
 	}
 	if (rc) {
-		handle_end(fs, in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
+		handle_end(fs, in, writer);
 		zr_inode_forget(fs, in, 1);
 		fuse_reply_err(req, -rc);
 		return;
@@ -1992,7 +1998,7 @@ begin:
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		/* the creator is gone: no RELEASE, and no FORGET for the
 		 * lookup the reply carried */
-		handle_end(fs, in, zr_fh_of(fi->flags) & ZR_FH_WRITER);
+		handle_end(fs, in, writer);
 		zr_inode_unref(fs, in);
 		zr_inode_forget(fs, in, 1);
 	}
