@@ -32,7 +32,8 @@
 # has no swap to go to, so under a limit it measured the compiler's own
 # memory: 0.87/1.14/1.03x plain's time at -j1/-j2/-j8 in the run of c6d10d4,
 # and 5 of the suite's 38 minutes there.
-# Output: build.tsv.
+# The systems take turns run by run (lib.sh, "Rounds").  Output: build.tsv
+# (medians), build_runs.tsv (each run).
 . "$(dirname "$0")/lib.sh"
 
 bench_init "tmpfs,plain,zramfs" 2400 120 "$@"
@@ -129,21 +130,32 @@ build_once() {
 }
 
 tsv_header "$OUT/build.tsv" system mode jobs limit_bytes secs disk_bytes peak_bytes
+tsv_header "$OUT/build_runs.tsv" system mode jobs round secs disk_bytes peak_bytes
+mapfile -t SYSL < <(systems_list)
 printf '   %-10s %-8s %4s %8s %12s %12s\n' system mode jobs secs disk_bytes peak_bytes
-for sys in $(systems_list); do
-	for mode in pressure fits; do
-		for j in $JOBS; do
-			[ "$mode" = fits ] && [ "$j" != 2 ] && continue
+for mode in pressure fits; do
+	for j in $JOBS; do
+		[ "$mode" = fits ] && [ "$j" != 2 ] && continue
+		# the systems that build at this point
+		SYSP=()
+		for sys in "${SYSL[@]}"; do
 			[ "$sys" = tmpfs ] && [ "$mode" = pressure ] &&
 				[ "${BUILD_TMPFS_PRESSURE:-0}" != 1 ] && continue
-			T=() D=() P=()
-			for run in $(seq "$RUNS"); do
+			SYSP+=("$sys")
+		done
+		for run in $(seq "$RUNS"); do
+			for sys in $(round_order "$run" ${SYSP[@]+"${SYSP[@]}"}); do
 				build_once "$sys" "$mode" "$j"
-				T+=("$B_T") D+=("$B_D") P+=("$B_P")
+				k="$sys $mode $j"
+				keep "$k" t "$B_T"; keep "$k" d "$B_D"; keep "$k" p "$B_P"
+				tsv_row "$OUT/build_runs.tsv" "$sys" "$mode" "$j" "$run" "$B_T" "$B_D" "$B_P"
 			done
-			lim=unlimited
-			[ "$mode" = pressure ] && lim=$(((BASE_MB + JOB_MB * j) << 20))
-			t=$(median_of "${T[@]}") dw=$(median_of "${D[@]}") pk=$(median_of "${P[@]}")
+		done
+		lim=unlimited
+		[ "$mode" = pressure ] && lim=$(((BASE_MB + JOB_MB * j) << 20))
+		for sys in ${SYSP[@]+"${SYSP[@]}"}; do
+			k="$sys $mode $j"
+			t=$(kept "$k" t) dw=$(kept "$k" d) pk=$(kept "$k" p)
 			printf '   %-10s %-8s %4s %8s %12s %12s\n' "$sys" "$mode" "$j" "$t" "$dw" "$pk"
 			tsv_row "$OUT/build.tsv" "$sys" "$mode" "$j" "$lim" "$t" "$dw" "$pk"
 		done

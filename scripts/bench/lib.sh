@@ -73,6 +73,37 @@ median() {
 # median_of VALUES...: median of the arguments, "NA" ones ignored.
 median_of() { printf '%s\n' "$@" | awk '$1 != "NA" && $1 != ""' | median; }
 
+# Rounds.  The scripts that compare systems (dd_sweep, stream, small_files,
+# build) interleave their runs: each round runs every system once at a
+# point before the next round starts, in an order turned by one system each
+# round, so that the machine's drift in the course of a script (the host's
+# disk, its neighbours) falls on all systems alike instead of on whichever
+# ran last, and the ratios taken within one run compare like with like.
+# Each run's figures also go to NAME_runs.tsv, so that the spread behind a
+# median can be read.
+declare -A BENCH_KEPT=() # "POINT<TAB>FIELD" -> the values of its runs
+
+# keep POINT FIELD VALUE: records one run's VALUE of FIELD at POINT (any
+# string, e.g. "zramfs 4096").
+keep() { BENCH_KEPT["$1"$'\t'"$2"]+="$3 "; }
+
+# kept POINT FIELD: the median of the values kept ("NA" if none).
+kept() {
+	# (split on purpose: the values are numbers or NA)
+	# shellcheck disable=SC2086
+	median_of ${BENCH_KEPT["$1"$'\t'"$2"]:-}
+}
+
+# round_order ROUND SYSTEMS...: SYSTEMS turned left by ROUND - 1 places.
+round_order() {
+	local r=$1
+	shift
+	[ $# -gt 0 ] || return 0
+	local n=$# i k=$(((r - 1) % $#))
+	local a=("$@")
+	for ((i = 0; i < n; i++)); do echo "${a[$(((i + k) % n))]}"; done
+}
+
 # mbps BYTES SECS: MB/s (10^6 bytes) with one decimal.
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { if (s <= 0) print "NA"; else printf "%.1f", b / s / 1e6 }'; }
 

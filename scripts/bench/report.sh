@@ -81,6 +81,9 @@ for the run; not in the scripts' defaults, added with
 \`BENCH_ADD_SYSTEMS=zramfs-uring\`)")."
 echo "Each figure is the median of the runs given in the machine block's run"
 echo "line; \"×zram\" and \"×plain\" are ratios to those systems in the same run."
+echo "In sections 1, 2, 3 and 5 the systems take turns run by run, so that the"
+echo "machine's drift falls on all of them alike; each run's figures are in"
+echo "NAME_runs.tsv beside the results."
 echo
 
 if have dd_sweep.tsv; then

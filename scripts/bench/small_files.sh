@@ -14,7 +14,9 @@
 # of the others scale linearly: in the 04:23 UTC run of 2026-11-30 each of
 # their 100k figures was 9-10x the 10k one), to keep the suite under 30
 # minutes.  zramfs-noxattr (-o xattr=off) shows what the two GETXATTR
-# round trips of each file cost.  Output: small_files.tsv.
+# round trips of each file cost.  The systems take turns run by run (lib.sh,
+# "Rounds").  Output: small_files.tsv (medians), small_files_runs.tsv (each
+# run).
 . "$(dirname "$0")/lib.sh"
 
 bench_init "tmpfs,plain,zram,zramfs,zramfs-none,zramfs-noxattr" 900 120 "$@"
@@ -41,32 +43,42 @@ for c in $COUNTS; do
 done
 
 tsv_header "$OUT/small_files.tsv" system files untar_secs tar_cold_secs rm_secs
+tsv_header "$OUT/small_files_runs.tsv" system files round untar_secs tar_cold_secs rm_secs
+mapfile -t SYSL < <(systems_list)
 printf '   %-14s %7s %8s %8s %8s\n' system files untar tar_c rm
-for sys in $(systems_list); do
-	for c in $COUNTS; do
+for c in $COUNTS; do
+	# the systems that store this tree
+	SYSC=()
+	for sys in "${SYSL[@]}"; do
 		if [ "$c" -gt 10000 ] && [[ ",${SF_BIG:-zram,zramfs}," != *",$sys,"* ]]; then
 			continue
 		fi
-		U=() C=() R=()
-		for run in $(seq "$RUNS"); do
+		SYSC+=("$sys")
+	done
+	for run in $(seq "$RUNS"); do
+		for sys in $(round_order "$run" ${SYSC[@]+"${SYSC[@]}"}); do
 			mnt=$BENCH_TMP/mnt-$sys
 			mount_system "$sys" "$mnt"
 			drop_caches
 			t0=$(now)
 			tar -x -C "$mnt" -f "$SRC/tree$c.tar"
 			sync -f "$mnt/." 2>/dev/null || true
-			U+=("$(elapsed "$t0")")
+			u=$(elapsed "$t0")
 			drop_caches
 			t0=$(now)
 			# (GNU tar does not read the files when writing to /dev/null itself)
 			tar -c -C "$mnt" -f - . | cat >/dev/null
-			C+=("$(elapsed "$t0")")
+			tc=$(elapsed "$t0")
 			t0=$(now)
 			find "$mnt" -mindepth 1 -maxdepth 1 ! -name .zramfs -exec rm -rf {} +
-			R+=("$(elapsed "$t0")")
+			r=$(elapsed "$t0")
 			umount_system "$mnt"
+			keep "$sys $c" u "$u"; keep "$sys $c" tc "$tc"; keep "$sys $c" r "$r"
+			tsv_row "$OUT/small_files_runs.tsv" "$sys" "$c" "$run" "$u" "$tc" "$r"
 		done
-		u=$(median_of "${U[@]}") tc=$(median_of "${C[@]}") r=$(median_of "${R[@]}")
+	done
+	for sys in ${SYSC[@]+"${SYSC[@]}"}; do
+		u=$(kept "$sys $c" u) tc=$(kept "$sys $c" tc) r=$(kept "$sys $c" r)
 		printf '   %-14s %7s %8s %8s %8s\n' "$sys" "$c" "$u" "$tc" "$r"
 		tsv_row "$OUT/small_files.tsv" "$sys" "$c" "$u" "$tc" "$r"
 	done

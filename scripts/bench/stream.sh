@@ -8,7 +8,8 @@
 # generating it is not measured.  For zramfs the daemon's CPU time
 # (utime+stime of /proc/PID/stat) during the write is reported as seconds per
 # GiB and microseconds per 4 KiB page.  --quick: 256 MiB through size=64M.
-# Output: stream.tsv.
+# The systems take turns run by run (lib.sh, "Rounds").  Output: stream.tsv
+# (medians), stream_runs.tsv (each run).
 . "$(dirname "$0")/lib.sh"
 
 bench_init "plain,zram,zramfs,zramfs-none" 600 120 "$@"
@@ -24,36 +25,37 @@ src_tmpfs $((TOTAL + (16 << 20)))
 head -c "$TOTAL" /dev/urandom >"$SRC/random"
 
 tsv_header "$OUT/stream.tsv" system data bytes write_MBps cpu_s_per_GiB us_per_4k_page
+tsv_header "$OUT/stream_runs.tsv" system data round write_MBps cpu_s_per_GiB
+mapfile -t SYSL < <(systems_list)
 printf '   %-14s %-7s %10s %10s %12s\n' system data MB/s cpu_s/GiB us/4k_page
-for sys in $(systems_list); do
-	for data in zero random; do
-		W=() C=()
-		for run in $(seq "$RUNS"); do
+for data in zero random; do
+	if [ "$data" = zero ]; then in=/dev/zero; else in=$SRC/random; fi
+	for run in $(seq "$RUNS"); do
+		for sys in $(round_order "$run" "${SYSL[@]}"); do
 			mnt=$BENCH_TMP/mnt-$sys
 			extra=
 			case $sys in zramfs*) extra=size=$BUDGET ;; esac
 			mount_system "$sys" "$mnt" "$extra"
-			if [ "$data" = zero ]; then in=/dev/zero; else in=$SRC/random; fi
 			pid=$(daemon_pid "$mnt")
 			c0=0
 			[ -n "$pid" ] && c0=$(daemon_cpu_ticks "$pid")
 			drop_caches
 			t0=$(now)
 			dd if="$in" of="$mnt/f" bs=1M count=$((TOTAL >> 20)) conv=fdatasync status=none
-			W+=("$(mbps "$TOTAL" "$(elapsed "$t0")")")
+			w=$(mbps "$TOTAL" "$(elapsed "$t0")") c=NA
 			if [ -n "$pid" ]; then
-				C+=("$(awk -v t=$(($(daemon_cpu_ticks "$pid") - c0)) -v hz="$HZ" -v b="$TOTAL" \
-					'BEGIN { printf "%.3f", t / hz / (b / 2^30) }')")
+				c=$(awk -v t=$(($(daemon_cpu_ticks "$pid") - c0)) -v hz="$HZ" -v b="$TOTAL" \
+					'BEGIN { printf "%.3f", t / hz / (b / 2^30) }')
 			fi
 			rm -f "$mnt/f"
 			umount_system "$mnt"
+			keep "$sys $data" w "$w"; keep "$sys $data" c "$c"
+			tsv_row "$OUT/stream_runs.tsv" "$sys" "$data" "$run" "$w" "$c"
 		done
-		w=$(median_of "${W[@]}")
-		c=NA us=NA
-		if [ ${#C[@]} -gt 0 ]; then
-			c=$(median_of "${C[@]}")
-			us=$(awk -v c="$c" 'BEGIN { printf "%.2f", c * 1e6 / 262144 }')
-		fi
+	done
+	for sys in "${SYSL[@]}"; do
+		w=$(kept "$sys $data" w) c=$(kept "$sys $data" c) us=NA
+		[ "$c" != NA ] && us=$(awk -v c="$c" 'BEGIN { printf "%.2f", c * 1e6 / 262144 }')
 		printf '   %-14s %-7s %10s %10s %12s\n' "$sys" "$data" "$w" "$c" "$us"
 		tsv_row "$OUT/stream.tsv" "$sys" "$data" "$TOTAL" "$w" "$c" "$us"
 	done
