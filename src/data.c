@@ -1996,6 +1996,8 @@ static ssize_t data_write(struct zr_fs *fs, struct zr_inode *ino, char *data,
 	return too_big && n >= 0 ? -EFBIG : n;
 }
 
+static void refused_queue(struct zr_fs *fs, fuse_ino_t ino, uint64_t off, uint64_t end);
+
 void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 		     off_t off, struct fuse_file_info *fi)
 {
@@ -2044,8 +2046,12 @@ void zr_op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv,
 	in = zr_inode_from_ino(fs, ino);
 	n = data_write(fs, in, data, len, (uint64_t)off, fi && fi->writepage);
 	free(copy);
-	if (n < 0 || (size_t)n < len)
+	if (n < 0 || (size_t)n < len) {
 		__atomic_store_n(&in->write_refused, true, __ATOMIC_RELAXED);
+		if (fi && fi->writepage)
+			refused_queue(fs, ino, (uint64_t)off + (n > 0 ? (uint64_t)n : 0),
+				      (uint64_t)off + len);
+	}
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -2519,6 +2525,81 @@ static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len)
 		rc = fuse_lowlevel_notify_inval_inode(fs->se, ino, off, len);
 	__atomic_sub_fetch(&fs->invalidating, 1, __ATOMIC_SEQ_CST);
 	return rc;
+}
+
+/*
+ * Refused writeback. A WRITE of the kernel's writeback that we refuse or
+ * cut short (ENOSPC: the tier and the backing disk full) ends those pages'
+ * writeback with the error, which the writer's close() or fsync()
+ * reports; but the kernel keeps the pages, clean, and reads show data
+ * zramfs does not have until the pages are evicted, when it is gone. So
+ * the range is queued, and the refusal thread has the kernel drop those
+ * pages; reads then agree with what is stored, as after a remount. Not
+ * from the WRITE's thread: dropping a page waits for its writeback, which
+ * our reply ends. Not from the writeback thread: dirty pages in the range
+ * are written back first, and their WRITEs may wait for it to make room.
+ * Best effort: with the queue full a range is left as it was (logged
+ * once); the file's next lseek drops its cache all the same
+ * (write_refused).
+ */
+
+/* refused_queue() - queue [@off, @end) of @ino for the refusal thread. */
+static void refused_queue(struct zr_fs *fs, fuse_ino_t ino, uint64_t off, uint64_t end)
+{
+	unsigned i;
+
+	if (end <= off)
+		return;
+	pthread_mutex_lock(&fs->ref_lock);
+	if (!fs->ref_running || fs->ref_stop) {
+		pthread_mutex_unlock(&fs->ref_lock);
+		return;
+	}
+	for (i = 0; i < fs->ref_len && fs->ref_q[i].ino != ino; i++)
+		;
+	if (i < fs->ref_len) {
+		if (off < fs->ref_q[i].off)
+			fs->ref_q[i].off = off;
+		if (end > fs->ref_q[i].end)
+			fs->ref_q[i].end = end;
+	} else if (i < ZR_REFUSED_QLEN) {
+		fs->ref_q[i] = (struct zr_refused){ .ino = ino, .off = off, .end = end };
+		fs->ref_len++;
+	} else if (!fs->ref_full_said) {
+		fs->ref_full_said = true;
+		zr_log(ZR_LOG_WARNING, "refused writeback: more than %u files wait for the kernel to drop their pages; reads of the others show the refused data until an lseek of theirs or an eviction",
+		       ZR_REFUSED_QLEN);
+	}
+	pthread_cond_signal(&fs->ref_cond);
+	pthread_mutex_unlock(&fs->ref_lock);
+}
+
+/* The refusal thread: drops the queued ranges from the kernel's cache. */
+static void *refused_main(void *arg)
+{
+	struct zr_fs *fs = arg;
+	struct zr_refused r;
+	int rc;
+
+	pthread_mutex_lock(&fs->ref_lock);
+	while (!fs->ref_stop) {
+		if (!fs->ref_len) {
+			pthread_cond_wait(&fs->ref_cond, &fs->ref_lock);
+			continue;
+		}
+		r = fs->ref_q[0];
+		fs->ref_len--;
+		memmove(&fs->ref_q[0], &fs->ref_q[1], fs->ref_len * sizeof(r));
+		pthread_mutex_unlock(&fs->ref_lock);
+		/* (-ENOENT: the kernel has forgotten the inode, and its pages) */
+		rc = inval_inode(fs, r.ino, (off_t)r.off, (off_t)(r.end - r.off));
+		if (rc < 0 && rc != -ENOENT && rc != -ESHUTDOWN)
+			zr_log(ZR_LOG_DEBUG, "refused writeback: inode %llu: cannot drop the kernel's pages: %s",
+			       (unsigned long long)r.ino, strerror(-rc));
+		pthread_mutex_lock(&fs->ref_lock);
+	}
+	pthread_mutex_unlock(&fs->ref_lock);
+	return NULL;
 }
 
 /*
@@ -3126,6 +3207,15 @@ int zr_wb_start(struct zr_fs *fs)
 		return -rc;
 	pthread_setname_np(fs->wb_thread, "zramfs-wb");	/* for top -H, ps -L */
 	fs->wb_running = true;
+	/* without it the kernel keeps refused pages until an lseek */
+	pthread_mutex_lock(&fs->ref_lock);
+	fs->ref_stop = false;
+	fs->ref_running = pthread_create(&fs->ref_thread, NULL, refused_main, fs) == 0;
+	pthread_mutex_unlock(&fs->ref_lock);
+	if (fs->ref_running)
+		pthread_setname_np(fs->ref_thread, "zramfs-refused");
+	else
+		zr_log(ZR_LOG_WARNING, "cannot start the refusal thread: pages of refused WRITEs stay in the kernel's cache until an lseek");
 	/* without them the writeback thread still makes the copies, in pauses */
 	while (fs->fill_threads < ZR_FILL_THREADS &&
 	       pthread_create(&fs->fill_thread[fs->fill_threads], NULL, fill_main, fs) == 0)
@@ -3152,6 +3242,16 @@ void zr_wb_stop(struct zr_fs *fs)
 	pthread_mutex_unlock(&fs->wb_lock);
 	pthread_join(fs->wb_thread, NULL);
 	fs->wb_running = false;
+	pthread_mutex_lock(&fs->ref_lock);
+	fs->ref_stop = true;
+	fs->ref_len = 0;
+	pthread_cond_broadcast(&fs->ref_cond);
+	pthread_mutex_unlock(&fs->ref_lock);
+	if (fs->ref_running)
+		pthread_join(fs->ref_thread, NULL);
+	pthread_mutex_lock(&fs->ref_lock);
+	fs->ref_running = false;
+	pthread_mutex_unlock(&fs->ref_lock);
 	while (fs->fill_threads > 0)
 		pthread_join(fs->fill_thread[--fs->fill_threads], NULL);
 	fill_discard(fs);

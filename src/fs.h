@@ -269,6 +269,8 @@ static inline uint64_t zr_fh_of(int open_flags)
 }
 
 #define ZR_FILL_QLEN 2048		/* queued runs of blocks to copy into the tier */
+#define ZR_REFUSED_QLEN 64		/* files with refused writeback to drop from the
+					 * kernel's cache (data.c: zr_data_refused) */
 
 struct zr_fs {
 	struct zr_options *opt;
@@ -456,6 +458,25 @@ struct zr_fs {
 	bool fill_idle;			/* fill_lock (relaxed atomic reads): the
 					 * fill thread waits ZR_FILL_IDLE_MS */
 	uint64_t fill_dropped;		/* relaxed atomic: blocks not queued, queue full */
+
+	/*
+	 * Ranges of the kernel's cache whose writeback WRITEs were refused,
+	 * for the refusal thread to have the kernel drop (data.c:
+	 * zr_data_refused, refused_main). One entry per file, widened to
+	 * cover its ranges.
+	 */
+	pthread_mutex_t ref_lock;
+	pthread_cond_t ref_cond;	/* with ref_lock: a range queued, or stop */
+	bool ref_stop;			/* ref_lock */
+	bool ref_running;		/* ref_lock (written by the thread that starts
+					 * and stops the refusal thread) */
+	pthread_t ref_thread;
+	struct zr_refused {
+		fuse_ino_t ino;
+		uint64_t off, end;	/* [off, end) */
+	} ref_q[ZR_REFUSED_QLEN];	/* ref_lock */
+	unsigned ref_len;		/* ref_lock */
+	bool ref_full_said;		/* ref_lock: the queue was full, logged once */
 
 	/* CPU latency request while requests flow (cpulat.c, which says
 	 * which lock protects what) */

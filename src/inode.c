@@ -773,6 +773,8 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_mutex_init(&fs->fill_lock, NULL);
 	pthread_cond_init(&fs->fill_cond, NULL);
 	pthread_cond_init(&fs->wb_cond, NULL);
+	pthread_mutex_init(&fs->ref_lock, NULL);
+	pthread_cond_init(&fs->ref_cond, NULL);
 	fs->root.key.dev = st.st_dev;
 	fs->root.key.ino = st.st_ino;
 	fs->root.type = S_IFDIR;
