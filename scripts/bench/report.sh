@@ -215,35 +215,76 @@ fi
 
 echo "## Targets (issue 4)"
 echo
-# targets SYS: one line per target, "name<TAB>op<TAB>threshold<TAB>figure<TAB>script",
-# the figure of SYS as a ratio to the reference system of the same run
+# pratio RUNS KEYS_A KEYS_B COL: from the runs file RUNS (NAME_runs.tsv),
+# the ratio of COL of the row matching KEYS_A to that matching KEYS_B in
+# the same round, over the rounds: "median<TAB>min–max" ("–" for one
+# round), nothing if no round has both.  (The systems take turns run by run, so a round's two
+# figures were measured minutes apart at most.)
+pratio() {
+	have "$1" || return 0
+	awk -F'\t' -v ka="$2" -v kb="$3" -v col="$4" '
+	function is(keys,   n, kv, k, p) {
+		n = split(keys, kv, ",")
+		for (k = 1; k <= n; k++) { split(kv[k], p, "="); if ($(h[p[1]]) != p[2]) return 0 }
+		return 1
+	}
+	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+	is(ka) { a[$(h["round"])] = $(h[col]) }
+	is(kb) { b[$(h["round"])] = $(h[col]) }
+	END {
+		n = 0
+		for (r in a)
+			if ((r in b) && a[r] != "NA" && b[r] != "NA" && b[r] + 0 > 0) v[++n] = a[r] / b[r]
+		if (!n) exit
+		for (i = 2; i <= n; i++)	# (insertion sort: mawk has no asort)
+			for (k = i; k > 1 && v[k - 1] > v[k]; k--) { t = v[k]; v[k] = v[k - 1]; v[k - 1] = t }
+		m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+		if (n == 1) printf "%.3f\t–\n", m	# (one round: no range)
+		else printf "%.3f\t%.3f–%.3f\n", m, v[1], v[n]
+	}' "$out/$1"
+}
+# fig NAME KEYS_A KEYS_B COL: a target's figure and its spread, "figure<TAB>
+# min–max", from NAME_runs.tsv round by round, else the ratio of the
+# medians in NAME.tsv (an older run) with "–" for the spread
+fig() {
+	local p
+	p=$(pratio "$1_runs.tsv" "$2" "$3" "$4")
+	if [ -n "$p" ]; then
+		echo "$p"
+	else
+		printf '%s\t–\n' "$(ratio3 "$(val "$1.tsv" "$2" "$4")" "$(val "$1.tsv" "$3" "$4")")"
+	fi
+}
+# targets SYS: one line per target, "name<TAB>op<TAB>threshold<TAB>figure<TAB>
+# spread<TAB>script", the figure of SYS as a ratio to the reference system
+# of the same run
 targets() {
 	local z=$1 bs jj t
 	if have dd_sweep.tsv; then
 		for bs in 64 4096 1048576; do
 			t=1.5; [ "$bs" = 64 ] && t=1.0
-			printf '%s\t>=\t%s\t%s\tdd_sweep\n' "$(hbs $bs) writes ×zram" $t "$(ratio3 "$(val dd_sweep.tsv "system=$z,bs=$bs" write_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" write_MBps)")"
+			printf '%s\t>=\t%s\t%s\tdd_sweep\n' "$(hbs $bs) writes ×zram" $t "$(fig dd_sweep "system=$z,bs=$bs" "system=zram,bs=$bs" write_MBps)"
 		done
 		for bs in 65536 1048576; do
-			printf '%s\t>=\t1.0\t%s\tdd_sweep\n' "$(hbs $bs) cold reads ×zram" "$(ratio3 "$(val dd_sweep.tsv "system=$z,bs=$bs" read_MBps)" "$(val dd_sweep.tsv "system=zram,bs=$bs" read_MBps)")"
+			printf '%s\t>=\t1.0\t%s\tdd_sweep\n' "$(hbs $bs) cold reads ×zram" "$(fig dd_sweep "system=$z,bs=$bs" "system=zram,bs=$bs" read_MBps)"
 		done
 	fi
 	if have stream.tsv; then
-		printf '%s\t>=\t0.95\t%s\tstream\n' "random stream ×plain" "$(ratio3 "$(val stream.tsv system=$z,data=random write_MBps)" "$(val stream.tsv system=plain,data=random write_MBps)")"
-		printf '%s\t>=\t1.0\t%s\tstream\n' "zero stream ×zram" "$(ratio3 "$(val stream.tsv system=$z,data=zero write_MBps)" "$(val stream.tsv system=zram,data=zero write_MBps)")"
+		printf '%s\t>=\t0.95\t%s\tstream\n' "random stream ×plain" "$(fig stream system=$z,data=random system=plain,data=random write_MBps)"
+		printf '%s\t>=\t1.0\t%s\tstream\n' "zero stream ×zram" "$(fig stream system=$z,data=zero system=zram,data=zero write_MBps)"
 	fi
 	if have small_files.tsv; then
-		printf '%s\t<=\t2.0\t%s\tsmall_files\n' "untar 10k files, time ×zram" "$(ratio3 "$(val small_files.tsv system=$z,files=10000 untar_secs)" "$(val small_files.tsv system=zram,files=10000 untar_secs)")"
+		printf '%s\t<=\t2.0\t%s\tsmall_files\n' "untar 10k files, time ×zram" "$(fig small_files system=$z,files=10000 system=zram,files=10000 untar_secs)"
 	fi
 	if have ram_per_byte.tsv; then
-		printf '%s\t<=\t0.30\t%s\tram_per_byte\n' "RAM per stored byte" "$(val ram_per_byte.tsv system=$z ram_per_byte)"
+		printf '%s\t<=\t0.30\t%s\t–\tram_per_byte\n' "RAM per stored byte" "$(val ram_per_byte.tsv system=$z ram_per_byte)"
 	fi
 	if have build.tsv; then
 		for jj in $(awk -F'\t' '$1 == "plain" && $2 == "pressure" { print $3 }' "$out/build.tsv"); do
-			printf '%s\t<=\t0.70\t%s\tbuild\n' "build -j$jj under pressure, time ×plain" "$(ratio3 "$(val build.tsv "system=$z,mode=pressure,jobs=$jj" secs)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" secs)")"
-			printf '%s\t<=\t0.50\t%s\tbuild\n' "build -j$jj under pressure, disk bytes ×plain" "$(ratio3 "$(val build.tsv "system=$z,mode=pressure,jobs=$jj" disk_bytes)" "$(val build.tsv "system=plain,mode=pressure,jobs=$jj" disk_bytes)")"
+			printf '%s\t<=\t0.70\t%s\tbuild\n' "build -j$jj under pressure, time ×plain" "$(fig build "system=$z,mode=pressure,jobs=$jj" "system=plain,mode=pressure,jobs=$jj" secs)"
+			printf '%s\t<=\t0.50\t%s\tbuild\n' "build -j$jj under pressure, disk bytes ×plain" "$(fig build "system=$z,mode=pressure,jobs=$jj" "system=plain,mode=pressure,jobs=$jj" disk_bytes)"
 		done
-		printf '%s\t<=\t1.05\t%s\tbuild\n' "build when it fits, time ×tmpfs" "$(ratio3 "$(val build.tsv system=$z,mode=fits,jobs=2 secs)" "$(val build.tsv system=tmpfs,mode=fits,jobs=2 secs)")"
+		printf '%s\t<=\t1.05\t%s\tbuild\n' "build when it fits, time ×tmpfs" "$(fig build system=$z,mode=fits,jobs=2 system=tmpfs,mode=fits,jobs=2 secs)"
 	fi
 }
 # met OP THRESHOLD FIGURE: yes, **no**, or – when there is no figure
@@ -251,6 +292,11 @@ met() {
 	case $3 in "" | – | NA) echo –; return ;; esac
 	awk -v v="$3" -v t="$2" -v op="$1" 'BEGIN { r = (op == ">=") ? v >= t : v <= t; print r ? "yes" : "**no**" }'
 }
+# cell FIGURE SPREAD: the figure, with the rounds' range when there is one
+cell() { if [ "$2" = – ] || [ -z "$2" ]; then echo "${1:-–}"; else echo "${1:-–} ($2)"; fi; }
+echo "A ratio from sections 1, 2, 3 and 5 is the median of the ratios of each"
+echo "round (the systems take turns run by run), with their range in brackets."
+echo
 if uring; then
 	echo "The targets are for zramfs with its defaults; the figures of"
 	echo "zramfs-uring (\`uring=on\`, not a default: it needs the fuse module's"
@@ -264,13 +310,13 @@ else
 fi
 targets zramfs >"$tmp/t.zramfs"
 if uring; then
-	targets zramfs-uring | cut -f4 >"$tmp/t.uring"
-	paste "$tmp/t.zramfs" "$tmp/t.uring" | while IFS=$'\t' read -r n op th v src u; do
-		echo "| $n $op $th | ${v:-–} | $(met "$op" "$th" "$v") | ${u:-–} | $(met "$op" "$th" "$u") | $(from "$src") |"
+	targets zramfs-uring | cut -f4,5 >"$tmp/t.uring"
+	paste "$tmp/t.zramfs" "$tmp/t.uring" | while IFS=$'\t' read -r n op th v sp src u usp; do
+		echo "| $n $op $th | $(cell "$v" "$sp") | $(met "$op" "$th" "$v") | $(cell "$u" "$usp") | $(met "$op" "$th" "$u") | $(from "$src") |"
 	done
 else
-	while IFS=$'\t' read -r n op th v src; do
-		echo "| $n $op $th | ${v:-–} | $(met "$op" "$th" "$v") | $(from "$src") |"
+	while IFS=$'\t' read -r n op th v sp src; do
+		echo "| $n $op $th | $(cell "$v" "$sp") | $(met "$op" "$th" "$v") | $(from "$src") |"
 	done <"$tmp/t.zramfs"
 fi
 echo
