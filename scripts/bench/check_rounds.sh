@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# check_rounds.sh: the benchmarks' rounds without a benchmark (part of `make
+# check`; no root, no mount): lib.sh's round_order turns the systems one
+# place each round and keep/kept take the median of a point's runs, and
+# report.sh's targets table takes each ratio round by round from
+# NAME_runs.tsv (median, with the rounds' range), or the ratio of the
+# medians in NAME.tsv when there is no runs file.
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+set +e
+fails=0
+check() { # check WHAT GOT WANT
+	if [ "$2" != "$3" ]; then
+		echo "FAIL: $1: got '$2', want '$3'" >&2
+		fails=$((fails + 1))
+	fi
+}
+
+check "round 1" "$(round_order 1 a b c | paste -sd' ')" "a b c"
+check "round 2" "$(round_order 2 a b c | paste -sd' ')" "b c a"
+check "round 3" "$(round_order 3 a b c | paste -sd' ')" "c a b"
+check "round 4" "$(round_order 4 a b c | paste -sd' ')" "a b c"
+check "no system" "$(round_order 2)" ""
+
+keep "zramfs 4096" w 300; keep "zramfs 4096" w NA; keep "zramfs 4096" w 100
+keep "zramfs 4096" w 200; keep "zram 4096" w 7
+check "median of a point" "$(kept "zramfs 4096" w)" "200"
+check "median of another" "$(kept "zram 4096" w)" "7"
+check "nothing kept" "$(kept "plain 4096" w)" "NA"
+
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/out"
+# two systems, three rounds: the ratios of the rounds are 1.5, 2.0 and
+# 1.0 (median 1.5), while the ratio of the medians is 400/300 = 1.333
+printf 'system\tbs\tbytes\twrite_MBps\tread_MBps\tmem_bytes\ttier_bytes\n' >"$tmp/out/dd_sweep.tsv"
+printf 'zram\t4096\t1\t300\t1\t1\t1\nzramfs\t4096\t1\t400\t1\t1\t1\n' >>"$tmp/out/dd_sweep.tsv"
+printf 'system\tbs\tround\twrite_MBps\tread_MBps\tmem_bytes\ttier_bytes\n' >"$tmp/out/dd_sweep_runs.tsv"
+printf 'zram\t4096\t1\t200\t1\t1\t1\nzramfs\t4096\t1\t300\t1\t1\t1\n' >>"$tmp/out/dd_sweep_runs.tsv"
+printf 'zramfs\t4096\t2\t400\t1\t1\t1\nzram\t4096\t2\t200\t1\t1\t1\n' >>"$tmp/out/dd_sweep_runs.tsv"
+printf 'zram\t4096\t3\t600\t1\t1\t1\nzramfs\t4096\t3\t600\t1\t1\t1\n' >>"$tmp/out/dd_sweep_runs.tsv"
+echo "date: now" >"$tmp/out/machine.txt"
+row() { grep '^| 4 KiB writes' "$tmp/md"; }
+if "$here/report.sh" "$tmp/out" "$tmp/md" "$tmp/plots" >/dev/null 2>&1; then
+	check "target from the rounds" "$(row)" \
+		"| 4 KiB writes ×zram >= 1.5 | 1.500 (1.000–2.000) | yes | \`scripts/bench/dd_sweep.sh\` |"
+else
+	echo "FAIL: report.sh failed" >&2
+	fails=$((fails + 1))
+fi
+rm "$tmp/out/dd_sweep_runs.tsv"
+if "$here/report.sh" "$tmp/out" "$tmp/md" "$tmp/plots" >/dev/null 2>&1; then
+	check "target from the medians" "$(row)" \
+		"| 4 KiB writes ×zram >= 1.5 | 1.333 | **no** | \`scripts/bench/dd_sweep.sh\` |"
+else
+	echo "FAIL: report.sh failed without a runs file" >&2
+	fails=$((fails + 1))
+fi
+[ "$fails" = 0 ] && echo "check_rounds: ok"
+[ "$fails" = 0 ]
