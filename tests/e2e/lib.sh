@@ -397,6 +397,36 @@ zr_mount_tmpfs() {
 		zr_skip "cannot mount a tmpfs on $1"
 }
 
+# zr_write_refused FILE SRC [SIZE]: writes MiB k of SRC into MiB 2k of FILE
+# (every other MiB), FILE first made SIZE bytes long when given, and
+# closes it; over a budget and a disk that cannot take it, the writeback
+# WRITEs are refused. Prints the error the writer got; fails the test
+# when it got none (then nothing was refused).
+zr_write_refused() {
+	python3 - "$@" <<'PY' || fail "the writer: $?"
+import os, sys
+MiB = 1 << 20
+with open(sys.argv[2], "rb") as f:
+    src = f.read()
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+if len(sys.argv) > 3:
+    os.ftruncate(fd, int(sys.argv[3]))
+err = None
+try:
+    for k in range(len(src) // MiB):
+        os.pwrite(fd, src[k * MiB:(k + 1) * MiB], 2 * k * MiB)
+except OSError as e:
+    err = e
+try:
+    os.close(fd)
+except OSError as e:
+    err = err or e
+print("     the writer got: %s" % (err,))
+if err is None:
+    sys.exit("no error: it all fitted, nothing was refused")
+PY
+}
+
 # --- statistics and control ----------------------------------------------
 
 # zr_stat NAME: prints one value of .zramfs/stats (fails if missing).
