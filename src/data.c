@@ -2536,8 +2536,10 @@ static int inval_inode(struct zr_fs *fs, fuse_ino_t ino, off_t off, off_t len)
  * the range is queued, and the refusal thread has the kernel drop those
  * pages; reads then agree with what is stored, as after a remount. Not
  * from the WRITE's thread: dropping a page waits for its writeback, which
- * our reply ends. Not from the writeback thread: dirty pages in the range
- * are written back first, and their WRITEs may wait for it to make room.
+ * our reply ends (from 6.16; before, the kernel wrote a copy), and the
+ * range's dirty pages are written back first, WRITEs that thread would
+ * wait for. Not from the writeback thread: those WRITEs may wait for it
+ * to make room.
  * Best effort: with the queue full a range is left as it was (logged
  * once); the file's next lseek drops its cache all the same
  * (write_refused).

@@ -270,7 +270,7 @@ static inline uint64_t zr_fh_of(int open_flags)
 
 #define ZR_FILL_QLEN 2048		/* queued runs of blocks to copy into the tier */
 #define ZR_REFUSED_QLEN 64		/* files with refused writeback to drop from the
-					 * kernel's cache (data.c: zr_data_refused) */
+					 * kernel's cache (data.c: refused_queue) */
 
 struct zr_fs {
 	struct zr_options *opt;
@@ -462,7 +462,7 @@ struct zr_fs {
 	/*
 	 * Ranges of the kernel's cache whose writeback WRITEs were refused,
 	 * for the refusal thread to have the kernel drop (data.c:
-	 * zr_data_refused, refused_main). One entry per file, widened to
+	 * refused_queue, refused_main). One entry per file, widened to
 	 * cover its ranges.
 	 */
 	pthread_mutex_t ref_lock;
