@@ -202,4 +202,38 @@ PY
 	fail "creates_stale $stale0 -> $(zr_stat creates_stale), creates_as_caller $caller0 -> $(zr_stat creates_as_caller): the second CREATE was taken for the walk again of the first"
 zr_umount
 [ "$(stat -c %s "$B/d6/n")" = 0 ] || fail "d6/n in the backing directory has $(stat -c %s "$B/d6/n") bytes after O_TRUNC"
+
+# A root daemon without CAP_SETUID and CAP_SETGID (capsh drops them from
+# its bounding set before it runs) cannot take another caller's
+# credentials: that caller's open must not be made with the daemon's
+# (ESTALE instead, as DESIGN-NOTES says), and nothing it could not open is
+# changed. A root caller needs no switch and still gets its file.
+if command -v capsh >/dev/null; then
+	say "a daemon that cannot take a caller's credentials opens nothing for it"
+	printf '#!/bin/sh\nexec capsh --drop=cap_setuid,cap_setgid -- -c %s "%s" "$@"\n' \
+		"'exec \"\$0\" \"\$@\"'" "$ZRAMFS" >"$ZR_TMP/zramfs-nocreds"
+	chmod +x "$ZR_TMP/zramfs-nocreds"
+	SYNC=$ZR_TMP/sync2	# (a new daemon numbers its holds from 1 again)
+	mkdir "$SYNC"
+	ZRAMFS=$ZR_TMP/zramfs-nocreds ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_NAME=n \
+		ZR_FAULT_CREATE_DELAY_MS=1 ZR_FAULT_CREATE_SYNC=$SYNC \
+		zr_mount_fault "allow_other" "$B" "$M"
+	M=$ZR_MNT
+	eff=$(awk '/^CapEff:/ { print $2 }' "/proc/$ZR_PID/status")
+	# (CAP_SETGID is bit 6, CAP_SETUID bit 7)
+	[ $((0x$eff & 0xc0)) = 0 ] || fail "the daemon kept CAP_SETUID or CAP_SETGID: CapEff $eff"
+	r=$(race d14 0600 nobody w)
+	[ "$r" = ESTALE ] || fail "nobody's open(O_CREAT|O_WRONLY) of root's 0600 file, through a daemon that cannot switch: $r, not ESTALE"
+	[ "$(stat -c %u:%a "$B/d14/n"):$(cat "$B/d14/n")" = 0:600:again ] ||
+		fail "d14/n is now $(stat -c %u:%a "$B/d14/n"):$(cat "$B/d14/n"), not 0:600:again"
+	r=$(race d15 0600 nobody w vanish)
+	[ "$r" = ESTALE ] || fail "nobody's open(O_CREAT) of a name gone again, through a daemon that cannot switch: $r, not ESTALE"
+	[ ! -e "$B/d15/n" ] || fail "d15/n was made for nobody by a daemon that cannot switch: $(stat -c %u:%g:%a "$B/d15/n")"
+	r=$(race d16 0644 root w)
+	[ "$r" = ok ] || fail "root's open(O_CREAT) through a daemon without CAP_SETUID: $r"
+	grep -q "cannot take a caller's" "$ZR_LOG" || fail "the daemon did not log that it cannot take a caller's credentials"
+	zr_umount
+else
+	say "skipped: the daemon without CAP_SETUID (capsh missing; README installs libcap2-bin)"
+fi
 say "ok: open(O_CREAT) opened the file made behind the back, as its caller"
