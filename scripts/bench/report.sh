@@ -217,31 +217,22 @@ echo "## Targets (issue 4)"
 echo
 # pratio RUNS KEYS_A KEYS_B COL: from the runs file RUNS (NAME_runs.tsv),
 # the ratio of COL of the row matching KEYS_A to that matching KEYS_B in
-# the same round, over the rounds: "median<TAB>min–max" ("–" for one
-# round), nothing if no round has both.  (The systems take turns run by run, so a round's two
-# figures were measured minutes apart at most.)
+# the same round (val), over the rounds: "median<TAB>min–max" ("–" for
+# one round), nothing if no round has both.  (The systems take turns run
+# by run, so a round's two figures were measured minutes apart at most.)
 pratio() {
 	have "$1" || return 0
-	awk -F'\t' -v ka="$2" -v kb="$3" -v col="$4" '
-	function is(keys,   n, kv, k, p) {
-		n = split(keys, kv, ",")
-		for (k = 1; k <= n; k++) { split(kv[k], p, "="); if ($(h[p[1]]) != p[2]) return 0 }
-		return 1
-	}
-	NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-	is(ka) { a[$(h["round"])] = $(h[col]) }
-	is(kb) { b[$(h["round"])] = $(h[col]) }
-	END {
-		n = 0
-		for (r in a)
-			if ((r in b) && a[r] != "NA" && b[r] != "NA" && b[r] + 0 > 0) v[++n] = a[r] / b[r]
-		if (!n) exit
-		for (i = 2; i <= n; i++)	# (insertion sort: mawk has no asort)
-			for (k = i; k > 1 && v[k - 1] > v[k]; k--) { t = v[k]; v[k] = v[k - 1]; v[k - 1] = t }
-		m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-		if (n == 1) printf "%.3f\t–\n", m	# (one round: no range)
-		else printf "%.3f\t%.3f–%.3f\n", m, v[1], v[n]
-	}' "$out/$1"
+	local r
+	for r in $(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "round") c = i; next }
+		c { print $c }' "$out/$1" | sort -un); do
+		# (one line each: ratio3 ends "–" with a newline, a figure without)
+		echo "$(ratio3 "$(val "$1" "$2,round=$r" "$4")" "$(val "$1" "$3,round=$r" "$4")")"
+	done | awk 'NF && $1 != "–"' | sort -g | awk '{ v[NR] = $1 } END {
+		if (!NR) exit
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		if (NR == 1) printf "%.3f\t–\n", m	# (one round: no range)
+		else printf "%.3f\t%.3f–%.3f\n", m, v[1], v[NR]
+	}'
 }
 # fig NAME KEYS_A KEYS_B COL: a target's figure and its spread, "figure<TAB>
 # min–max", from NAME_runs.tsv round by round, else the ratio of the
