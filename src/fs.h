@@ -84,6 +84,8 @@ struct zr_options {
  * zr_options_parse() - parse argv into @o and the arguments handed to
  * libfuse (@fargs, which the caller frees with fuse_opt_free_args()).
  * @err: receives a message that names the problem and the allowed values.
+ * The strings of @o are the caller's to free with zr_options_free(), after
+ * a failure too (the ones parsed before it are kept).
  * @return 0, or -EINVAL.
  */
 int zr_options_parse(int argc, char **argv, struct zr_options *o,

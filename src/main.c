@@ -663,6 +663,7 @@ int main(int argc, char *argv[])
 	if (zr_options_parse(argc, argv, &opt, &args, err, sizeof(err)) < 0) {
 		fprintf(stderr, "zramfs: %s\n", err);
 		fprintf(stderr, "Try 'zramfs --help' for the options.\n");
+		zr_options_free(&opt);
 		return 1;
 	}
 	if (opt.show_help) {
