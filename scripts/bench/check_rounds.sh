@@ -29,6 +29,12 @@ keep "zramfs 4096" w 200; keep "zram 4096" w 7
 check "median of a point" "$(kept "zramfs 4096" w)" "200"
 check "median of another" "$(kept "zram 4096" w)" "7"
 check "nothing kept" "$(kept "plain 4096" w)" "NA"
+# an even count (--runs 2): the mean of the middle two, written out in full
+# (bytes as they are in the runs file, not 5.75078e+06)
+keep "plain 2" d 5808128; keep "plain 2" d 5693440
+check "median of two, bytes" "$(kept "plain 2" d)" "5750784"
+keep "plain 2" t 15.972; keep "plain 2" t 16.753
+check "median of two, seconds" "$(kept "plain 2" t)" "16.3625"
 
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT

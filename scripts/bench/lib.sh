@@ -62,12 +62,13 @@ now() { date +%s.%N; }
 # elapsed T0: seconds since T0 (from now), 3 decimals.
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 
-# median: median of the numbers on stdin (one per line); "NA" if none.
+# median: median of the numbers on stdin (one per line; of an even count,
+# the mean of the middle two, to 12 significant digits); "NA" if none.
 median() {
 	sort -g | awk '{ v[NR] = $1 } END {
 		if (NR == 0) { print "NA"; exit }
 		if (NR % 2) print v[(NR + 1) / 2]
-		else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+		else printf "%.12g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # median_of VALUES...: median of the arguments, "NA" ones ignored.
