@@ -32,6 +32,12 @@
 # has no swap to go to, so under a limit it measured the compiler's own
 # memory: 0.87/1.14/1.03x plain's time at -j1/-j2/-j8 in the run of c6d10d4,
 # and 5 of the suite's 38 minutes there.
+# A disk slower to read than this guest's (whose host caches it, so that
+# the plain directory's reads under the limit cost little more than reads
+# from RAM): BUILD_READ_IOPS and BUILD_READ_BPS throttle the reads of the
+# build and of the zramfs daemon from the bench disk (a cgroup v1 blkio
+# cgroup; writeback is not throttled).  Not set by default; see
+# docs/BENCHMARKS.md, "Build under pressure on a disk that is slow to read".
 # The systems take turns run by run (lib.sh, "Rounds").  Output: build.tsv
 # (medians), build_runs.tsv (each run).
 . "$(dirname "$0")/lib.sh"
@@ -89,13 +95,18 @@ else
 	BASE_MB=${BUILD_LIMIT_MB:-40} JOB_MB=${BUILD_JOB_MB:-24}
 	PROJ_DESC="a generated C project (gen_cproject.sh: $NFILES .c files, -O1 -g, $(du -sb "$SRC/proj" | cut -f1) bytes of source), \`make -jN\`"
 fi
+THROTTLE=
+if [ -n "${BUILD_READ_IOPS:-}${BUILD_READ_BPS:-}" ]; then
+	THROTTLE="reads from the bench disk ($(dev_majmin "$BENCH_TMP")) throttled to ${BUILD_READ_IOPS:-any} per second and ${BUILD_READ_BPS:-any} bytes per second"
+	PROJ_DESC="$PROJ_DESC; $THROTTLE"
+fi
 echo "   project: $PROJ_DESC"
 echo "$PROJ_DESC" >"$OUT/build.project"
 
 # build_once SYS MODE N: one build; sets B_T (secs), B_D (disk bytes), B_P
 # (peak RAM bytes).
 build_once() {
-	local sys=$1 mode=$2 j=$3 mnt=$BENCH_TMP/mnt-$1 lim=-1 extra= cg pid d0 t0 t hwm=0 peak
+	local sys=$1 mode=$2 j=$3 mnt=$BENCH_TMP/mnt-$1 lim=-1 extra= cg bcg= pid d0 t0 t hwm=0 peak
 	if [ "$mode" = pressure ]; then
 		lim=$(((BASE_MB + JOB_MB * j) << 20))
 		case $sys in zramfs*) extra=size=$((lim / 4)) ;; esac
@@ -110,9 +121,15 @@ build_once() {
 	cg=$CG
 	drop_caches
 	pid=$(daemon_pid "$mnt")
+	if [ -n "$THROTTLE" ]; then
+		blkio_make "zrbench-$$-$sys-$j" "${BUILD_READ_IOPS:-}" "${BUILD_READ_BPS:-}"
+		bcg=$CG
+		[ -z "$pid" ] || echo "$pid" >"$bcg/cgroup.procs"
+	fi
 	d0=$(disk_written)
 	t0=$(now)
-	if ! (cd "$mnt" && echo $BASHPID >"$cg/tasks" && exec make -s -j"$j" $TARGETS >/dev/null 2>"$BENCH_TMP/make.err"); then
+	if ! (cd "$mnt" && echo $BASHPID >"$cg/tasks" && { [ -z "$bcg" ] || echo $BASHPID >"$bcg/tasks"; } &&
+		exec make -s -j"$j" $TARGETS >/dev/null 2>"$BENCH_TMP/make.err"); then
 		say "$sys $mode -j$j: build failed (OOM in the cgroup?)"
 		tail -3 "$BENCH_TMP/make.err" >&2
 		t=NA
@@ -122,8 +139,10 @@ build_once() {
 	local dw=$(($(disk_written) - d0))
 	[ -n "$pid" ] && hwm=$(awk '/^VmHWM:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$pid/status")
 	peak=$(($(cat "$cg/memory.max_usage_in_bytes") + hwm))
-	cgroup_remove "$cg"
-	BENCH_CGROUPS=("${BENCH_CGROUPS[@]/$cg/}")
+	for cg in "$cg" $bcg; do
+		cgroup_remove "$cg"
+		BENCH_CGROUPS=("${BENCH_CGROUPS[@]/$cg/}")
+	done
 	rm -rf "${mnt:?}"/*
 	umount_system "$mnt"
 	B_T=$t B_D=$dw B_P=$peak

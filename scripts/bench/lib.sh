@@ -385,6 +385,25 @@ daemon_cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat
 # daemon_rss PID: resident bytes.
 daemon_rss() { awk '/^VmRSS:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$1/status"; }
 
+# src_majmin NODE: MAJ:MIN of the block device node NODE.
+src_majmin() { printf '%d:%d\n' "0x$(stat -Lc %t "$1")" "0x$(stat -Lc %T "$1")"; }
+
+# dev_majmin DIR: MAJ:MIN of the block device that holds DIR's filesystem:
+# the mount's own number when /proc/diskstats has it (partitions, loop and
+# dm devices), else its source node's (btrfs); nothing when there is none.
+dev_majmin() {
+	local majmin src
+	majmin=$(findmnt -n -o MAJ:MIN --target "$1")
+	majmin=${majmin// /}
+	if awk -v mm="$majmin" '$1 ":" $2 == mm { f = 1 } END { exit !f }' /proc/diskstats; then
+		echo "$majmin"
+		return
+	fi
+	src=$(findmnt -n -o SOURCE --target "$1")
+	src=${src%%\[*}
+	[ -b "$src" ] && src_majmin "$src"
+}
+
 # dev_written DIR: bytes written so far to the device of the filesystem
 # that holds DIR, found in /proc/diskstats by its device number (LVM and dm
 # devices, partitions, loop devices), else by the device number of its
@@ -396,7 +415,7 @@ dev_written() {
 	majmin=$(findmnt -n -o MAJ:MIN --target "$1")
 	src=$(findmnt -n -o SOURCE --target "$1")
 	src=${src%%\[*}
-	[ -b "$src" ] && srcmm=$(printf '%d:%d' "0x$(stat -Lc %t "$src")" "0x$(stat -Lc %T "$src")")
+	[ -b "$src" ] && srcmm=$(src_majmin "$src")
 	awk -v mm="${majmin// /}" -v smm="$srcmm" -v d="$(basename "$src")" '
 		$1 ":" $2 == mm { by_num = $10 * 512 }
 		$1 ":" $2 == smm { by_src = $10 * 512 }
@@ -450,12 +469,31 @@ cgroup_make() {
 	echo "$2" >"$CG/memory.limit_in_bytes"
 }
 
-# cgroup_remove CG: moves its tasks out and removes it.
+# blkio_make NAME READ_IOPS READ_BPS: makes a v1 blkio cgroup whose reads
+# from the block device of BENCH_TMP (the bench disk) are throttled to
+# READ_IOPS requests and READ_BPS bytes a second (either may be empty: not
+# that limit), and sets CG to its path.  Dies when there is no such device
+# or no blkio controller.  (Cgroup v1 throttles only what a task submits
+# itself: reads, and O_DIRECT writes, not the flusher's writeback.)
+blkio_make() {
+	local mm
+	[ -d /sys/fs/cgroup/blkio ] || die "the cgroup v1 blkio controller is not at /sys/fs/cgroup/blkio"
+	mm=$(dev_majmin "$BENCH_TMP")
+	[ -n "$mm" ] || die "no block device under $BENCH_TMP to throttle"
+	CG=/sys/fs/cgroup/blkio/$1
+	mkdir "$CG"
+	BENCH_CGROUPS+=("$CG")
+	[ -z "$2" ] || echo "$mm $2" >"$CG/blkio.throttle.read_iops_device"
+	[ -z "$3" ] || echo "$mm $3" >"$CG/blkio.throttle.read_bps_device"
+}
+
+# cgroup_remove CG: moves its processes, with all their threads, to its
+# hierarchy's root and removes it.
 cgroup_remove() {
 	local cg=$1 p
 	[ -d "$cg" ] || return 0
-	for p in $(cat "$cg/tasks" 2>/dev/null); do
-		echo "$p" >/sys/fs/cgroup/memory/tasks 2>/dev/null || true
+	for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do
+		echo "$p" >"${cg%/*}/cgroup.procs" 2>/dev/null || true
 	done
 	rmdir "$cg" 2>/dev/null || { sleep 1; rmdir "$cg" 2>/dev/null; } || say "cannot remove cgroup $cg"
 }
