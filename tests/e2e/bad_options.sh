@@ -55,8 +55,13 @@ grep -qx "backing $B" "$ZR_MNT/.zramfs/config" ||
 	fail "'zramfs blink// $M' in $ZR_TMP: config lacks 'backing $B': $(grep '^backing' "$ZR_MNT/.zramfs/config")"
 zr_umount
 
-say "read_ahead reaches the kernel's bdi of the mount (default 1m, 0 = kernel's)"
-for ra in default:1024 256k:256 4m:4096 0:; do
+# (only root may write a bdi's read_ahead_kb; another user's daemon logs
+# that and leaves the kernel's)
+ras="default:1024 256k:256 4m:4096 0:"
+[ "$(id -u)" = 0 ] || ras=
+[ -n "$ras" ] || say "not root: the read_ahead checks are left out"
+[ -z "$ras" ] || say "read_ahead reaches the kernel's bdi of the mount (default 1m, 0 = kernel's)"
+for ra in $ras; do
 	opt=${ra%%:*} want=${ra#*:}
 	if [ "$opt" = default ]; then zr_mount "" "$B" "$M"; else zr_mount "read_ahead=$opt" "$B" "$M"; fi
 	ls "$ZR_MNT" >/dev/null	# INIT is answered by now

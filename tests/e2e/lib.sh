@@ -117,6 +117,8 @@ zr_helper() {
 zr_init() {
 	if zr_real; then
 		[ -c /dev/fuse ] || zr_skip "/dev/fuse is absent"
+		{ [ -r /dev/fuse ] && [ -w /dev/fuse ]; } ||
+			zr_skip "/dev/fuse is not open to $(id -un)"
 		zr_need_tool mountpoint umount fusermount3
 		[ -x "$ZRAMFS" ] || fail "daemon '$ZRAMFS' is not built"
 	fi
