@@ -97,7 +97,8 @@ else
 fi
 THROTTLE=
 if [ -n "${BUILD_READ_IOPS:-}${BUILD_READ_BPS:-}" ]; then
-	THROTTLE="reads from the bench disk ($(dev_majmin "$BENCH_TMP")) throttled to ${BUILD_READ_IOPS:-any} per second and ${BUILD_READ_BPS:-any} bytes per second"
+	mm=$(blkio_check "${BUILD_READ_IOPS:-}" "${BUILD_READ_BPS:-}") || exit 1
+	THROTTLE="reads from the bench disk ($mm) throttled to ${BUILD_READ_IOPS:-any} per second and ${BUILD_READ_BPS:-any} bytes per second"
 	PROJ_DESC="$PROJ_DESC; $THROTTLE"
 fi
 echo "   project: $PROJ_DESC"
@@ -106,7 +107,7 @@ echo "$PROJ_DESC" >"$OUT/build.project"
 # build_once SYS MODE N: one build; sets B_T (secs), B_D (disk bytes), B_P
 # (peak RAM bytes).
 build_once() {
-	local sys=$1 mode=$2 j=$3 mnt=$BENCH_TMP/mnt-$1 lim=-1 extra= cg bcg= pid d0 t0 t hwm=0 peak
+	local sys=$1 mode=$2 j=$3 mnt=$BENCH_TMP/mnt-$1 lim=-1 extra= cg bcg='' pid d0 t0 t hwm=0 peak
 	if [ "$mode" = pressure ]; then
 		lim=$(((BASE_MB + JOB_MB * j) << 20))
 		case $sys in zramfs*) extra=size=$((lim / 4)) ;; esac
@@ -139,7 +140,7 @@ build_once() {
 	local dw=$(($(disk_written) - d0))
 	[ -n "$pid" ] && hwm=$(awk '/^VmHWM:/ { printf "%.0f\n", $2 * 1024 }' "/proc/$pid/status")
 	peak=$(($(cat "$cg/memory.max_usage_in_bytes") + hwm))
-	for cg in "$cg" $bcg; do
+	for cg in "$cg" ${bcg:+"$bcg"}; do
 		cgroup_remove "$cg"
 		BENCH_CGROUPS=("${BENCH_CGROUPS[@]/$cg/}")
 	done

@@ -5,7 +5,7 @@
 # --out DIR, --runs N, --systems LIST, --timeout SECS), mounts the systems
 # it compares with mount_system NAME DIR and removes them with
 # umount_system DIR.  Everything a script creates (mounts, zramfs daemons,
-# the zram0 device, memory cgroups, its temporary directory) is recorded
+# the zram0 device, memory and blkio cgroups, its temporary directory) is recorded
 # here and removed by bench_cleanup, the EXIT trap, in every exit path; a
 # watchdog terminates the script after --timeout seconds.
 #
@@ -47,7 +47,7 @@ declare -A BENCH_SYS=()  # mount dir -> system name
 declare -A BENCH_PID=()  # zramfs mount dir -> daemon PID
 declare -A BENCH_SHM0=() # tmpfs mount dir -> Shmem (bytes) at mount time
 BENCH_ZRAM=0             # 1 while we own zram0
-BENCH_CGROUPS=()         # memory cgroups we created
+BENCH_CGROUPS=()         # memory and blkio cgroups we created
 BENCH_T0=$(date +%s)
 
 say() { echo "  -- $*" >&2; }
@@ -391,17 +391,22 @@ src_majmin() { printf '%d:%d\n' "0x$(stat -Lc %t "$1")" "0x$(stat -Lc %T "$1")";
 # dev_majmin DIR: MAJ:MIN of the block device that holds DIR's filesystem:
 # the mount's own number when /proc/diskstats has it (partitions, loop and
 # dm devices), else its source node's (btrfs); nothing when there is none.
+# A partition's is its disk's with -w (whole: blkio throttles whole disks).
 dev_majmin() {
-	local majmin src
+	local majmin src whole=0
+	[ "$1" = -w ] && whole=1 && shift
 	majmin=$(findmnt -n -o MAJ:MIN --target "$1")
 	majmin=${majmin// /}
-	if awk -v mm="$majmin" '$1 ":" $2 == mm { f = 1 } END { exit !f }' /proc/diskstats; then
-		echo "$majmin"
-		return
+	if ! awk -v mm="$majmin" '$1 ":" $2 == mm { f = 1 } END { exit !f }' /proc/diskstats; then
+		majmin=
+		src=$(findmnt -n -o SOURCE --target "$1")
+		src=${src%%\[*}
+		if [ -b "$src" ]; then majmin=$(src_majmin "$src"); fi
 	fi
-	src=$(findmnt -n -o SOURCE --target "$1")
-	src=${src%%\[*}
-	[ -b "$src" ] && src_majmin "$src"
+	if [ "$whole" = 1 ] && [ -n "$majmin" ] && [ -e "/sys/dev/block/$majmin/partition" ]; then
+		majmin=$(cat "/sys/dev/block/$majmin/../dev")
+	fi
+	echo "$majmin"
 }
 
 # dev_written DIR: bytes written so far to the device of the filesystem
@@ -469,17 +474,29 @@ cgroup_make() {
 	echo "$2" >"$CG/memory.limit_in_bytes"
 }
 
+# blkio_check READ_IOPS READ_BPS: dies unless blkio_make can throttle
+# them (numbers, the blkio controller, a disk under BENCH_TMP); prints the
+# disk's MAJ:MIN.
+blkio_check() {
+	local v mm
+	for v in "$1" "$2"; do
+		[[ -z "$v" || "$v" =~ ^[1-9][0-9]*$ ]] || die "read throttle '$v': want a positive number"
+	done
+	[ -d /sys/fs/cgroup/blkio ] || die "the cgroup v1 blkio controller is not at /sys/fs/cgroup/blkio"
+	mm=$(dev_majmin -w "$BENCH_TMP")
+	[ -n "$mm" ] || die "no block device under $BENCH_TMP to throttle"
+	echo "$mm"
+}
+
 # blkio_make NAME READ_IOPS READ_BPS: makes a v1 blkio cgroup whose reads
-# from the block device of BENCH_TMP (the bench disk) are throttled to
-# READ_IOPS requests and READ_BPS bytes a second (either may be empty: not
-# that limit), and sets CG to its path.  Dies when there is no such device
-# or no blkio controller.  (Cgroup v1 throttles only what a task submits
-# itself: reads, and O_DIRECT writes, not the flusher's writeback.)
+# from the disk of BENCH_TMP (the bench disk; all of it, when that is a
+# partition) are throttled to READ_IOPS requests and READ_BPS bytes a
+# second (either may be empty: not that limit), and sets CG to its path.
+# Dies as blkio_check does.  (Cgroup v1 throttles only the I/O a task
+# submits itself: its reads, not the flusher's writeback.)
 blkio_make() {
 	local mm
-	[ -d /sys/fs/cgroup/blkio ] || die "the cgroup v1 blkio controller is not at /sys/fs/cgroup/blkio"
-	mm=$(dev_majmin "$BENCH_TMP")
-	[ -n "$mm" ] || die "no block device under $BENCH_TMP to throttle"
+	mm=$(blkio_check "$2" "$3") || exit 1
 	CG=/sys/fs/cgroup/blkio/$1
 	mkdir "$CG"
 	BENCH_CGROUPS+=("$CG")
@@ -488,7 +505,7 @@ blkio_make() {
 }
 
 # cgroup_remove CG: moves its processes, with all their threads, to its
-# hierarchy's root and removes it.
+# parent (the hierarchy's root, for the cgroups made here) and removes it.
 cgroup_remove() {
 	local cg=$1 p
 	[ -d "$cg" ] || return 0
