@@ -399,10 +399,20 @@ zr_mount_tmpfs() {
 		zr_skip "cannot mount a tmpfs on $1"
 }
 
+# zr_mount_cramped BACKING MNT: zramfs with a 4 MiB budget (dirty data
+# written back after 200 ms) over an 8 MiB tmpfs at BACKING, mounted on
+# MNT (ZR_MNT): a budget and a disk that 12 MiB of random data, written by
+# zr_write_refused, cannot fit in together.
+zr_mount_cramped() {
+	mkdir -p "$2"
+	zr_mount_tmpfs "$1" 8m
+	zr_mount "size=4M,dirty_expire=200ms" "$1" "$2"
+}
+
 # zr_write_refused FILE SRC [SIZE]: writes MiB k of SRC into MiB 2k of FILE
 # (every other MiB), FILE first made SIZE bytes long when given, and
-# closes it; over a budget and a disk that cannot take it, the writeback
-# WRITEs are refused. Prints the error the writer got; fails the test
+# closes it; over a budget and a disk that cannot take it (as
+# zr_mount_cramped's, for 12 MiB of SRC), the writeback WRITEs are refused. Prints the error the writer got; fails the test
 # when it got none (then nothing was refused).
 zr_write_refused() {
 	python3 - "$@" <<'PY' || fail "the writer: $?"

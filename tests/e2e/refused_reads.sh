@@ -13,10 +13,8 @@ zr_need_daemon "the refused WRITEs and their pages are the daemon's"
 zr_need_root "mounts a tmpfs"
 zr_need_tool python3
 
-B=$ZR_TMP/backing M=$ZR_TMP/mnt
-mkdir -p "$M"
-zr_mount_tmpfs "$B" 8m
-zr_mount "size=4M,dirty_expire=200ms" "$B" "$M"
+B=$ZR_TMP/backing
+zr_mount_cramped "$B" "$ZR_TMP/mnt"
 M=$ZR_MNT
 
 say "24 MiB, random data in every other MiB, over a budget and a disk that cannot take it;"

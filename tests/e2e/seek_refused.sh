@@ -17,10 +17,8 @@ zr_need_root "mounts a tmpfs"
 zr_need_tool python3
 SEEK=$(zr_helper zr_seek)
 
-B=$ZR_TMP/backing M=$ZR_TMP/mnt
-mkdir -p "$M"
-zr_mount_tmpfs "$B" 8m
-zr_mount "size=4M,dirty_expire=200ms" "$B" "$M"
+B=$ZR_TMP/backing
+zr_mount_cramped "$B" "$ZR_TMP/mnt"
 M=$ZR_MNT
 
 say "12 MiB of random data, every other MiB, over a budget and a disk that cannot take it"
