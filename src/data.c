@@ -1337,7 +1337,7 @@ static void *fill_main(void *arg)
 				else
 					wait_ms = ZR_FILL_IDLE_MS;
 			}
-			zr_deadline(&ts, CLOCK_REALTIME, wait_ms * 1000000ull);
+			zr_deadline(&ts, CLOCK_MONOTONIC, wait_ms * 1000000ull);
 			pthread_cond_timedwait(&fs->fill_cond, &fs->fill_lock, &ts);
 			__atomic_store_n(&fs->fill_idle, false, __ATOMIC_RELAXED);
 			continue;
@@ -3120,7 +3120,7 @@ static void *wb_main(void *arg)
 		else if (lowmem)
 			period = ZR_MIN(period, 100);	/* memory is short */
 
-		zr_deadline(&ts, CLOCK_REALTIME, period * 1000000ull);
+		zr_deadline(&ts, CLOCK_MONOTONIC, period * 1000000ull);
 		pthread_cond_timedwait(&fs->wb_cond, &fs->wb_lock, &ts);
 		if (fs->wb_stop)
 			break;

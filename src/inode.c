@@ -771,8 +771,10 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	pthread_mutex_init(&fs->dirh_lock, NULL);
 	pthread_mutex_init(&fs->wb_lock, NULL);
 	pthread_mutex_init(&fs->fill_lock, NULL);
-	pthread_cond_init(&fs->fill_cond, NULL);
-	pthread_cond_init(&fs->wb_cond, NULL);
+	/* (timed waits: on CLOCK_MONOTONIC, so that a step of the system
+	 * clock backwards does not hold the writeback for as long; helper-88) */
+	zr_cond_init_monotonic(&fs->fill_cond);
+	zr_cond_init_monotonic(&fs->wb_cond);
 	pthread_mutex_init(&fs->ref_lock, NULL);
 	pthread_cond_init(&fs->ref_cond, NULL);
 	fs->root.key.dev = st.st_dev;

@@ -1593,11 +1593,11 @@ bool zr_uring_stop(void)
 		usleep(10000);
 	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) != sizeof(one))
 		zr_log(ZR_LOG_WARNING, "uring: cannot wake the ring threads: %s", strerror(errno));
-	zr_deadline(&dl, CLOCK_REALTIME, ZR_URING_STOP_MS * 1000000ull);
+	zr_deadline(&dl, CLOCK_MONOTONIC, ZR_URING_STOP_MS * 1000000ull);
 	for (unsigned i = 0; i < n_ents; i++) {
 		if (!ents[i].started)
 			continue;
-		if (pthread_timedjoin_np(ents[i].tid, NULL, &dl) != 0) {
+		if (pthread_clockjoin_np(ents[i].tid, NULL, CLOCK_MONOTONIC, &dl) != 0) {
 			zr_log(ZR_LOG_WARNING, "uring: queue %u: a thread is still busy; left behind",
 			       ents[i].qid);
 			pthread_detach(ents[i].tid);

@@ -75,7 +75,10 @@
  * ZR_FAULT_THREAD_LEADER=1, pthread_create(3) fails with EAGAIN in a
  * process that leads its session (no armed file needed): a daemon that
  * went to the background cannot start its threads, as when the user's
- * process limit is reached.
+ * process limit is reached. With ZR_FAULT_CLOCK_AHEAD_S=N,
+ * clock_gettime(2) of CLOCK_REALTIME runs N seconds ahead of the kernel's
+ * (armed or not): a daemon whose clock was stepped back by N s after it
+ * read it, which waits on that clock would wait N s too long.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -719,4 +722,25 @@ int openat64(int dirfd, const char *path, int flags, ...)
 		va_end(ap);
 	}
 	return held_openat("openat64", dirfd, path, flags, mode);
+}
+
+typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
+
+int clock_gettime(clockid_t clk, struct timespec *ts)
+{
+	static clock_gettime_fn real;
+	static long ahead = -1;
+	int rc;
+
+	if (!real)
+		real = (clock_gettime_fn)dlsym(RTLD_NEXT, "clock_gettime");
+	if (ahead < 0) {
+		const char *v = getenv("ZR_FAULT_CLOCK_AHEAD_S");
+
+		ahead = v ? atol(v) : 0;
+	}
+	rc = real(clk, ts);
+	if (rc == 0 && clk == CLOCK_REALTIME)
+		ts->tv_sec += ahead;
+	return rc;
 }
