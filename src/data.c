@@ -2253,17 +2253,23 @@ int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino)
 }
 
 /**
- * zr_data_flush_inode() - write back every dirty block of @ino.
- * @return 0 or -errno (the first writeback error, sticky ones included).
+ * zr_data_flush_inode() - write back every dirty block of @ino. @writer:
+ * for a handle that may write, which also takes the error recorded by an
+ * earlier writeback; a reader's fsync leaves it for the writer's fsync or
+ * close (as zr_op_flush()), and reports only the error of this writeback,
+ * which tries again every block that failed before.
+ * @return 0 or -errno (the first writeback error, sticky ones included for
+ * @writer).
  */
-int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino)
+int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino, bool writer)
 {
-	int rc, err;
+	int rc, err = 0;
 
 	if (!ino->blocks)
 		return 0;
 	rc = zr_data_writeback_inode(fs, ino);
-	err = zr_file_take_error(ino->blocks);
+	if (writer)
+		err = zr_file_take_error(ino->blocks);
 	return rc ? rc : err;
 }
 
@@ -2278,7 +2284,7 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		fuse_reply_err(req, 0);
 		return;
 	}
-	rc = zr_data_flush_inode(fs, in);
+	rc = zr_data_flush_inode(fs, in, fi && (fi->fh & ZR_FH_WRITER));
 	if (rc == 0)
 		rc = backing_fd(fs, in, 0, false, &fd);
 	if (rc == 0) {

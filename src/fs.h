@@ -578,7 +578,7 @@ int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t si
 		     bool open_trunc);
 int zr_data_syncfs(struct zr_fs *fs, const char *who);
 int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
-int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino);
+int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino, bool writer);
 void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino);
 void zr_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);

@@ -17,8 +17,10 @@
 # cannot take either, fails, and leaves nothing past the file's end in the
 # backing file: a later truncate up must read zeros there.  (5) A reader's
 # lseek(SEEK_DATA) and close() while the writeback fails do not take the
-# file's error (the kernel sends FLUSH at every close, a reader's too):
-# the writer's close() still reports it.  (6) statfs of the mount counts
+# file's error (the kernel sends FLUSH at every close, a reader's too),
+# nor does a reader's fsync() once there is room again (its writeback
+# succeeds, and it reports that): the writer's close() still reports it.
+# (6) statfs of the mount counts
 # the dirty data still in RAM as taken in the backing filesystem.
 . "$(dirname "$0")/lib.sh"
 zr_init
@@ -185,9 +187,9 @@ say "phase 5: a reader's SEEK_DATA and close while the writeback fails, then the
 zr_mount_tmpfs "$B" 4m
 zr_mount "size=64M,dirty_expire=1h" "$B" "$M"
 M=$ZR_MNT
-out=$(python3 - "$M/h" "$M/.zramfs/control" <<'PY'
-import os, sys
-path, ctl = sys.argv[1], sys.argv[2]
+out=$(python3 - "$M/h" "$M/.zramfs/control" "$B" <<'PY'
+import ctypes, os, sys
+path, ctl, backing = sys.argv[1], sys.argv[2], sys.argv[3]
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 os.write(fd, os.urandom(8 << 20))
 writer = os.open(path, os.O_WRONLY)
@@ -203,6 +205,17 @@ try:
     print("lseek ok")
 except OSError as e:
     print("lseek error:", e.strerror)
+# room for the writeback: remounted by a system call, not mount(8), whose
+# fork and exec would close copies of the writer's fd (a FLUSH each)
+libc = ctypes.CDLL(None, use_errno=True)
+MS_REMOUNT = 32
+if libc.mount(b"tmpfs", backing.encode(), b"tmpfs", MS_REMOUNT, b"size=64m") != 0:
+    print("remount error:", os.strerror(ctypes.get_errno()))
+try:
+    os.fsync(reader)
+    print("reader fsync ok")
+except OSError as e:
+    print("reader fsync error:", e.strerror)
 try:
     os.close(reader)
     print("reader close ok")
@@ -218,8 +231,9 @@ PY
 echo "$out" | sed 's/^/     /'
 [ "$(zr_stat writeback_errors)" -gt 0 ] || fail "the writeback did not fail: the case is not tested"
 echo "$out" | grep -qx "close error: No space left on device" ||
-	fail "the writer's close did not report the failed writeback after a reader's lseek and close"
-mount -o remount,size=64m "$B" || fail "cannot enlarge the tmpfs"
+	fail "the writer's close did not report the failed writeback after a reader's lseek, fsync and close"
+echo "$out" | grep -qx "reader fsync ok" ||
+	fail "the reader's fsync, with room for the writeback, did not succeed"
 zr_ctl writeback all
 zr_umount
 [ "$(stat -c %s "$B/h")" = $((8 << 20)) ] || fail "h is $(stat -c %s "$B/h") bytes on disk, not 8 MiB"
