@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -2182,9 +2183,133 @@ static void sync_counts(struct zr_fs *fs, uint64_t *w, uint64_t *r)
 	*r = (fs->store ? zr_store_removed(fs->store) : 0) + tb;
 }
 
+/*
+ * The mount point of the mount whose ID is @mnt_id, from
+ * /proc/self/mountinfo (its fifth field, with the octal escapes of
+ * spaces, tabs, newlines and backslashes undone), into @path of @size.
+ * @return 0, or -ENOENT when there is no such mount (or the path does not
+ * fit), or -errno of the open.
+ */
+static int mount_point_of(unsigned long long mnt_id, char *path, size_t size)
+{
+	unsigned long long id;
+	char *line = NULL, mp[PATH_MAX];
+	size_t cap = 0;
+	int rc = -ENOENT;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return -errno;
+	while (rc == -ENOENT && getline(&line, &cap, f) > 0) {
+		const char *p;
+		size_t n = 0;
+
+		if (sscanf(line, "%llu %*u %*s %*s %4095s", &id, mp) != 2 || id != mnt_id)
+			continue;
+		for (p = mp; *p && n + 1 < size; n++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
+			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+				path[n] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 4;
+			} else {
+				path[n] = *p++;
+			}
+		}
+		path[n] = '\0';
+		if (!*p)
+			rc = 0;
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/** zr_data_mount_id() - the ID of @fd's mount (statx), or 0 when it cannot
+ * be told. */
+uint64_t zr_data_mount_id(int fd)
+{
+#ifdef STATX_MNT_ID
+	struct statx stx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) == 0 &&
+	    (stx.stx_mask & STATX_MNT_ID))
+		return stx.stx_mnt_id;
+#else
+	(void)fd;
+#endif
+	return 0;
+}
+
+/*
+ * A descriptor of the filesystem that @fd is on, to syncfs(2) it with: the
+ * root of @fd's mount (ID @mnt_id, when known), so that no file is kept
+ * open; or else @fd's file, opened again read-only.
+ * @return the new descriptor, or -errno.
+ */
+static int subfs_open(int fd, uint64_t mnt_id)
+{
+	char path[PATH_MAX];
+	int sfd;
+
+	if (mnt_id && mount_point_of(mnt_id, path, sizeof(path)) == 0) {
+		sfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sfd >= 0 && zr_data_mount_id(sfd) == mnt_id)
+			return sfd;
+		if (sfd >= 0)
+			close(sfd);	/* (another mount on top of it now) */
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	sfd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	return sfd < 0 ? -errno : sfd;
+}
+
+/**
+ * zr_data_note_subfs() - before a write to @ino's backing file @fd: when it
+ * is on another mount than the backing root's (a filesystem mounted inside
+ * the backing directory; not a btrfs subvolume, whose device number only
+ * differs), make sure zr_data_syncfs() syncs that one too (zr_fs.subfs,
+ * one entry per mount, or per device where mount IDs cannot be had). Once
+ * per inode; past ZR_SUBFS_MAX such mounts, the log says that the others
+ * are not synced.
+ */
+void zr_data_note_subfs(struct zr_fs *fs, struct zr_inode *ino, int fd)
+{
+	uint64_t id;
+	unsigned i;
+	int sfd;
+
+	if (ino->key.dev == fs->backing_dev || __atomic_load_n(&ino->subfs_noted, __ATOMIC_RELAXED))
+		return;
+	id = zr_data_mount_id(fd);
+	if (id && id == fs->root_mnt_id) {
+		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
+		return;	/* the root's syncfs covers it */
+	}
+	pthread_mutex_lock(&fs->subfs_lock);
+	for (i = 0; i < fs->n_subfs; i++) {
+		if (id ? fs->subfs[i].mnt_id == id : fs->subfs[i].dev == ino->key.dev)
+			break;
+	}
+	if (i < fs->n_subfs) {
+		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
+	} else if (fs->n_subfs == ZR_SUBFS_MAX) {
+		if (!fs->subfs_full_said)
+			zr_log(ZR_LOG_WARNING, "more than %d filesystems are mounted inside the backing directory: a failed sync of the others (inode %llu's, ...) is not seen",
+			       ZR_SUBFS_MAX, (unsigned long long)ino->key.ino);
+		fs->subfs_full_said = true;
+		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
+	} else if ((sfd = subfs_open(fd, id)) >= 0) {
+		fs->subfs[fs->n_subfs++] = (struct zr_subfs){
+			.mnt_id = id, .dev = ino->key.dev, .fd = sfd };
+		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
+	}	/* (else tried again at the next write) */
+	pthread_mutex_unlock(&fs->subfs_lock);
+}
+
 /**
  * zr_data_syncfs() - syncfs(2) of the backing filesystem through the
- * daemon's root fd. Each error of the filesystem is reported once per open
+ * daemon's root fd, and of the filesystems mounted inside it that files
+ * were written on (zr_data_note_subfs()). Each error of the filesystem is reported once per open
  * file (errseq), so every syncfs of that fd goes through here: a failure
  * seen and dropped by one caller would let the next one find nothing
  * (helper-38's review: the low-memory shrink ignored it, and the final
@@ -2202,11 +2327,23 @@ static void sync_counts(struct zr_fs *fs, uint64_t *w, uint64_t *r)
 int zr_data_syncfs(struct zr_fs *fs, const char *who)
 {
 	uint64_t w, r, r_after;
-	int rc;
+	int rc, sub[ZR_SUBFS_MAX];
+	unsigned i, n;
 
 	pthread_mutex_lock(&fs->sync_lock);
 	sync_counts(fs, &w, &r);
 	rc = syncfs(fs->root_fd) < 0 ? -errno : 0;
+	/* the filesystems mounted inside it too: each one's errors are
+	 * seen by its own descriptor only (helper-88) */
+	pthread_mutex_lock(&fs->subfs_lock);
+	n = fs->n_subfs;
+	for (i = 0; i < n; i++)
+		sub[i] = fs->subfs[i].fd;
+	pthread_mutex_unlock(&fs->subfs_lock);
+	for (i = 0; i < n; i++) {
+		if (syncfs(sub[i]) < 0 && rc == 0)
+			rc = -errno;
+	}
 	if (rc == 0) {
 		fs->sync_w = w;
 		fs->sync_r = r;

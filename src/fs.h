@@ -214,6 +214,10 @@ struct zr_inode {
 	bool has_caps;			/* relaxed atomic: backing file has (or may
 					 * have) security.capability; set with size_valid */
 	bool caps_kill_failed;		/* relaxed atomic: a write could not remove it */
+	bool subfs_noted;		/* relaxed atomic: on another device than
+					 * the backing root, and its mount is the
+					 * root's or in zr_fs.subfs (or the table
+					 * was full) */
 	uint64_t seq_ends[ZR_SEQ_ENDS];	/* relaxed atomics: where the last accesses
 					 * ended (data.c: seq_bypass) */
 	uint64_t seq_front;		/* relaxed atomic: the furthest end of the
@@ -265,6 +269,10 @@ struct zr_inode {
  */
 #define ZR_FH_WRITER 1u
 
+/* Filesystems mounted inside the backing directory whose syncs are
+ * checked (zr_fs.subfs), at most. */
+#define ZR_SUBFS_MAX 16
+
 static inline uint64_t zr_fh_of(int open_flags)
 {
 	return (open_flags & O_ACCMODE) != O_RDONLY ? ZR_FH_WRITER : 0;
@@ -280,6 +288,7 @@ struct zr_fs {
 	struct zr_store *store;		/* NULL with cache=none */
 	uint32_t bs;			/* block size */
 	int root_fd;			/* O_RDONLY|O_DIRECTORY of the backing root */
+	uint64_t root_mnt_id;		/* its mount's ID (0: not known); set once */
 	struct zr_inode root;
 
 	/*
@@ -335,6 +344,22 @@ struct zr_fs {
 					 * syncfs failed after data had left RAM,
 					 * which may be lost: the exit status says
 					 * so */
+	/* Other filesystems mounted inside the backing directory that files
+	 * were opened for writing on: the root of each one's mount, open
+	 * (its first such file's, when that cannot be found), for
+	 * zr_data_syncfs() to sync as well. Opened before the first write
+	 * there, so that its syncfs sees every error from then on (errseq:
+	 * a descriptor opened later would not). Entries are only added, and
+	 * closed by zr_fs_destroy(). */
+	pthread_mutex_t subfs_lock;	/* the three fields below; innermost
+					 * (taken in write paths, under ino->lock) */
+	struct zr_subfs {
+		uint64_t mnt_id;	/* its mount's ID (0: not known) */
+		dev_t dev;		/* the device of the file that added it */
+		int fd;
+	} subfs[ZR_SUBFS_MAX];
+	unsigned n_subfs;		/* subfs_lock */
+	bool subfs_full_said;		/* subfs_lock: the log said there are more */
 	uint64_t tb_writes;		/* relaxed atomic: writes straight to the
 					 * backing file (to_backing(), a
 					 * truncate's tail, a punch's zeros) */
@@ -577,6 +602,8 @@ uint64_t zr_data_space_cb(void *ctx, void *owner);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size,
 		     bool open_trunc);
 int zr_data_syncfs(struct zr_fs *fs, const char *who);
+void zr_data_note_subfs(struct zr_fs *fs, struct zr_inode *ino, int fd);
+uint64_t zr_data_mount_id(int fd);
 int zr_data_writeback_inode(struct zr_fs *fs, struct zr_inode *ino);
 int zr_data_flush_inode(struct zr_fs *fs, struct zr_inode *ino, bool writer);
 void zr_data_drop_inode(struct zr_fs *fs, struct zr_inode *ino);

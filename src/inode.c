@@ -749,6 +749,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 	memset(fs, 0, sizeof(*fs));
 	fs->opt = opt;
 	fs->root_fd = root_fd;
+	fs->root_mnt_id = zr_data_mount_id(root_fd);
 	if (fstat(root_fd, &st) < 0)
 		return -errno;
 	fs->backing_dev = st.st_dev;
@@ -767,6 +768,7 @@ int zr_fs_init(struct zr_fs *fs, struct zr_options *opt, int root_fd)
 		pthread_mutex_init(&fs->stamp_locks[i], NULL);
 	pthread_mutex_init(&fs->mode_lock, NULL);
 	pthread_mutex_init(&fs->sync_lock, NULL);
+	pthread_mutex_init(&fs->subfs_lock, NULL);
 	pthread_mutex_init(&fs->fd_lock, NULL);
 	pthread_mutex_init(&fs->dirh_lock, NULL);
 	pthread_mutex_init(&fs->wb_lock, NULL);
@@ -835,6 +837,9 @@ void zr_fs_destroy(struct zr_fs *fs)
 		inode_free(fs, ino);
 	}
 	orphans_close(fs);
+	for (unsigned i = 0; i < fs->n_subfs; i++)
+		close(fs->subfs[i].fd);
+	fs->n_subfs = 0;
 }
 
 struct zr_inode *zr_inode_from_ino(struct zr_fs *fs, fuse_ino_t ino)
@@ -1928,6 +1933,7 @@ int zr_fd_make_writable(struct zr_fs *fs, struct zr_inode *ino, int fd)
 
 	if (fs->read_only)
 		return -EROFS;	/* (a remount rw does not make zramfs writable) */
+	zr_data_note_subfs(fs, ino, fd);	/* (before the first write there) */
 	pthread_mutex_lock(&fs->fd_lock);
 	if (ino->fd != fd || ino->fd_flags != O_RDONLY) {
 		rc = ino->fd == fd ? 0 : -EBADF;	/* (cannot be: @fd is pinned) */

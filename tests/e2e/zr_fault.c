@@ -8,8 +8,9 @@
  * makes. With ZR_FAULT_FSYNC=1 as well, fsync(2) and fdatasync(2) of that
  * file fail with EIO while armed, as when the device fails a write the
  * page cache took; with ZR_FAULT_SYNCFS=1, syncfs(2) of any file fails so
- * (the daemon's final sync at unmount). With ZR_FAULT_FTRUNCATE_DELAY_MS=N,
- * the first ftruncate(2) of that file while armed disarms (removes the
+ * (the daemon's final sync at unmount), or only of a file on the device
+ * whose number (stat -c %d) ZR_FAULT_SYNCFS_DEV gives when that is set.
+ * With ZR_FAULT_FTRUNCATE_DELAY_MS=N, the first ftruncate(2) of that file while armed disarms (removes the
  * ZR_FAULT_ARMED file) and then sleeps N ms before it is done: a window in
  * which another request may run (races). Without the variables, or while
  * disarmed, the calls are passed through untouched. With
@@ -199,8 +200,14 @@ int syncfs(int fd)
 		return -1;
 	}
 	if (armed_with("ZR_FAULT_SYNCFS")) {
-		errno = EIO;
-		return -1;
+		const char *dev = getenv("ZR_FAULT_SYNCFS_DEV");
+		struct stat st;
+
+		if (!dev || (fstat(fd, &st) == 0 &&
+			     (unsigned long long)st.st_dev == strtoull(dev, NULL, 10))) {
+			errno = EIO;
+			return -1;
+		}
 	}
 	return real(fd);
 }
