@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <linux/openat2.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <stdio.h>
@@ -2187,13 +2188,12 @@ static void sync_counts(struct zr_fs *fs, uint64_t *w, uint64_t *r)
  * The mount point of the mount whose ID is @mnt_id, from
  * /proc/self/mountinfo (its fifth field, with the octal escapes of
  * spaces, tabs, newlines and backslashes undone), into @path of @size.
- * @return 0, or -ENOENT when there is no such mount (or the path does not
- * fit), or -errno of the open.
+ * @return 0, -ENOENT when there is no such mount, -ENAMETOOLONG when its
+ * path does not fit, or -errno of the open.
  */
-static int mount_point_of(unsigned long long mnt_id, char *path, size_t size)
+static int mount_point_of(uint64_t mnt_id, char *path, size_t size)
 {
-	unsigned long long id;
-	char *line = NULL, mp[PATH_MAX];
+	char *line = NULL;
 	size_t cap = 0;
 	int rc = -ENOENT;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -2201,12 +2201,19 @@ static int mount_point_of(unsigned long long mnt_id, char *path, size_t size)
 	if (!f)
 		return -errno;
 	while (rc == -ENOENT && getline(&line, &cap, f) > 0) {
-		const char *p;
+		char *p = line, *end;
 		size_t n = 0;
+		int field;
 
-		if (sscanf(line, "%llu %*u %*s %*s %4095s", &id, mp) != 2 || id != mnt_id)
+		if (strtoull(line, &end, 10) != mnt_id || end == line || *end != ' ')
 			continue;
-		for (p = mp; *p && n + 1 < size; n++) {
+		for (field = 1; field < 5 && p; field++) {	/* to the fifth */
+			p = strchr(p, ' ');
+			p = p ? p + 1 : NULL;
+		}
+		if (!p)
+			continue;
+		for (; *p && *p != ' ' && *p != '\n' && n + 1 < size; n++) {
 			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
 			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
 				path[n] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
@@ -2216,8 +2223,7 @@ static int mount_point_of(unsigned long long mnt_id, char *path, size_t size)
 			}
 		}
 		path[n] = '\0';
-		if (!*p)
-			rc = 0;
+		rc = *p && *p != ' ' && *p != '\n' ? -ENAMETOOLONG : 0;
 	}
 	free(line);
 	fclose(f);
@@ -2241,26 +2247,53 @@ uint64_t zr_data_mount_id(int fd)
 }
 
 /*
- * A descriptor of the filesystem that @fd is on, to syncfs(2) it with: the
- * root of @fd's mount (ID @mnt_id, when known), so that no file is kept
- * open; or else @fd's file, opened again read-only.
+ * A descriptor of the filesystem that @fd (a backing file) is on, to
+ * syncfs(2) it with: the root of @fd's mount (ID @mnt_id, when known), so
+ * that no file is kept open, reached from the backing root's fd and
+ * beneath it only (its absolute path may lead through zramfs's own mount,
+ * over the backing directory or above it: the daemon would ask itself, and
+ * wait for ever; helper-89); or else a duplicate of @fd, which keeps its
+ * file open. Called without locks of the daemon's own but the caller's.
  * @return the new descriptor, or -errno.
  */
-static int subfs_open(int fd, uint64_t mnt_id)
+static int subfs_open(struct zr_fs *fs, int fd, uint64_t mnt_id)
 {
+	const char *base = fs->opt->backing_real, *rel = NULL;
 	char path[PATH_MAX];
+	size_t blen = base ? strlen(base) : 0;
 	int sfd;
 
-	if (mnt_id && mount_point_of(mnt_id, path, sizeof(path)) == 0) {
-		sfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mnt_id && base && mount_point_of(mnt_id, path, sizeof(path)) == 0) {
+		if (strcmp(base, "/") == 0 && path[0] == '/')
+			rel = path + 1;
+		else if (strncmp(path, base, blen) == 0 && path[blen] == '/')
+			rel = path + blen + 1;
+	}
+	if (rel && *rel) {
+		struct open_how how = {
+			.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		};
+
+		sfd = (int)syscall(SYS_openat2, fs->root_fd, rel, &how, sizeof(how));
 		if (sfd >= 0 && zr_data_mount_id(sfd) == mnt_id)
 			return sfd;
 		if (sfd >= 0)
 			close(sfd);	/* (another mount on top of it now) */
 	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	sfd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	sfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	return sfd < 0 ? -errno : sfd;
+}
+
+/* The index of the entry of zr_fs.subfs for mount @id (device @dev when
+ * the ID is not known), or -1. Caller holds subfs_lock. */
+static int subfs_find(struct zr_fs *fs, uint64_t id, dev_t dev)
+{
+	for (unsigned i = 0; i < fs->n_subfs; i++) {
+		if (id ? fs->subfs[i].mnt_id == id : fs->subfs[i].dev == dev)
+			return (int)i;
+	}
+	return -1;
 }
 
 /**
@@ -2270,15 +2303,17 @@ static int subfs_open(int fd, uint64_t mnt_id)
  * differs), make sure zr_data_syncfs() syncs that one too (zr_fs.subfs,
  * one entry per mount, or per device where mount IDs cannot be had). Once
  * per inode; past ZR_SUBFS_MAX such mounts, the log says that the others
- * are not synced.
+ * are not synced, and so it does when no descriptor can be had (tried
+ * again at the next write).
  */
 void zr_data_note_subfs(struct zr_fs *fs, struct zr_inode *ino, int fd)
 {
+	dev_t dev = ino->key.dev;
 	uint64_t id;
-	unsigned i;
+	bool known, full, said;
 	int sfd;
 
-	if (ino->key.dev == fs->backing_dev || __atomic_load_n(&ino->subfs_noted, __ATOMIC_RELAXED))
+	if (dev == fs->backing_dev || __atomic_load_n(&ino->subfs_noted, __ATOMIC_RELAXED))
 		return;
 	id = zr_data_mount_id(fd);
 	if (id && id == fs->root_mnt_id) {
@@ -2286,34 +2321,47 @@ void zr_data_note_subfs(struct zr_fs *fs, struct zr_inode *ino, int fd)
 		return;	/* the root's syncfs covers it */
 	}
 	pthread_mutex_lock(&fs->subfs_lock);
-	for (i = 0; i < fs->n_subfs; i++) {
-		if (id ? fs->subfs[i].mnt_id == id : fs->subfs[i].dev == ino->key.dev)
-			break;
-	}
-	if (i < fs->n_subfs) {
-		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
-	} else if (fs->n_subfs == ZR_SUBFS_MAX) {
-		if (!fs->subfs_full_said)
-			zr_log(ZR_LOG_WARNING, "more than %d filesystems are mounted inside the backing directory: a failed sync of the others (inode %llu's, ...) is not seen",
-			       ZR_SUBFS_MAX, (unsigned long long)ino->key.ino);
-		fs->subfs_full_said = true;
-		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
-	} else if ((sfd = subfs_open(fd, id)) >= 0) {
-		fs->subfs[fs->n_subfs++] = (struct zr_subfs){
-			.mnt_id = id, .dev = ino->key.dev, .fd = sfd };
-		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
-	}	/* (else tried again at the next write) */
+	known = subfs_find(fs, id, dev) >= 0;
+	full = fs->n_subfs == ZR_SUBFS_MAX;
 	pthread_mutex_unlock(&fs->subfs_lock);
+	/* (the descriptor is opened outside subfs_lock, which syncfs takes) */
+	sfd = known || full ? -1 : subfs_open(fs, fd, id);
+	pthread_mutex_lock(&fs->subfs_lock);
+	known = subfs_find(fs, id, dev) >= 0;
+	if (!known && sfd >= 0 && fs->n_subfs < ZR_SUBFS_MAX) {
+		fs->subfs[fs->n_subfs++] = (struct zr_subfs){
+			.mnt_id = id, .dev = dev, .fd = sfd };
+		sfd = -1;
+		known = true;
+	}
+	full = !known && fs->n_subfs == ZR_SUBFS_MAX;
+	said = fs->subfs_said;
+	if (!known)
+		fs->subfs_said = true;
+	pthread_mutex_unlock(&fs->subfs_lock);
+	if (sfd >= 0)
+		close(sfd);	/* (another thread added that mount meanwhile) */
+	if (known || full)
+		__atomic_store_n(&ino->subfs_noted, true, __ATOMIC_RELAXED);
+	if (said || known)
+		return;
+	if (full)
+		zr_log(ZR_LOG_WARNING, "more than %d filesystems are mounted inside the backing directory: a failed sync of the others (inode %llu's, ...) is not seen",
+		       ZR_SUBFS_MAX, (unsigned long long)ino->key.ino);
+	else
+		zr_log(ZR_LOG_WARNING, "cannot keep a descriptor of the filesystem of inode %llu (%s): a failed sync of it is not seen (tried again at its next write)",
+		       (unsigned long long)ino->key.ino, strerror(-sfd));
 }
 
 /**
  * zr_data_syncfs() - syncfs(2) of the backing filesystem through the
  * daemon's root fd, and of the filesystems mounted inside it that files
- * were written on (zr_data_note_subfs()). Each error of the filesystem is reported once per open
- * file (errseq), so every syncfs of that fd goes through here: a failure
- * seen and dropped by one caller would let the next one find nothing
- * (helper-38's review: the low-memory shrink ignored it, and the final
- * writeback then took the data for safe). A failure means the kernel may
+ * were written on (zr_data_note_subfs()). Each error of a filesystem is
+ * reported once per open file (errseq), so every syncfs of those fds goes
+ * through here: a failure seen and dropped by one caller would let the
+ * next one find nothing (helper-38's review: the low-memory shrink
+ * ignored it, and the final writeback then took the data for safe). A
+ * failure of any of them means the kernel may
  * have given up pages it could not write: the blocks the tier holds are
  * marked dirty (those being written back too), to be written again. Data
  * written to the backing file since the last syncfs that succeeded and no
@@ -2353,7 +2401,7 @@ int zr_data_syncfs(struct zr_fs *fs, const char *who)
 		sync_counts(fs, &w, &r_after);
 		if (w != fs->sync_w && r_after != fs->sync_r && !fs->sync_lost) {
 			__atomic_store_n(&fs->sync_lost, true, __ATOMIC_RELAXED);
-			zr_log(ZR_LOG_ERR, "%s: syncfs of the backing filesystem failed (%s): data written back and no longer in RAM may be lost; what RAM holds is written again",
+			zr_log(ZR_LOG_ERR, "%s: syncfs of the backing filesystem (or of one mounted inside it) failed (%s): data written back and no longer in RAM may be lost; what RAM holds is written again",
 			       who, strerror(-rc));
 		}
 	}

@@ -9,7 +9,11 @@
  *   3. zr_fs.ns_lock         (names: aliases, parents; rwlock)
  *   4. zr_fs.fd_lock         (the fd cache and every zr_inode.fd field)
  *   5. zr_fs.itable_lock     (the inode table and every zr_inode.refs)
- * A store writeback callback runs under (2) and takes only (3)..(5).
+ *   6. zr_fs.subfs_lock      (innermost: the filesystems mounted inside
+ *                             the backing directory, zr_data_note_subfs())
+ * A store writeback callback runs under (2) and takes only (3)..(6); the
+ * first one for a file on another mount also reads /proc/self/mountinfo
+ * and opens that mount's root beneath the backing root, under (2).
  * A directory handle's zr_dirh.lock comes before all of these, and
  * zr_fs.dirh_lock is taken under it or alone (ops.c).
  * No lock is held while calling fuse_reply_*().
@@ -359,7 +363,8 @@ struct zr_fs {
 		int fd;
 	} subfs[ZR_SUBFS_MAX];
 	unsigned n_subfs;		/* subfs_lock */
-	bool subfs_full_said;		/* subfs_lock: the log said there are more */
+	bool subfs_said;		/* subfs_lock: the log said that one is not
+					 * synced (too many, or no descriptor) */
 	uint64_t tb_writes;		/* relaxed atomic: writes straight to the
 					 * backing file (to_backing(), a
 					 * truncate's tail, a punch's zeros) */
