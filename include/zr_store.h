@@ -412,6 +412,12 @@ uint64_t zr_file_dirty_end(struct zr_file *f);
 int zr_file_take_error(struct zr_file *f);
 
 /**
+ * zr_file_note_error() - record @err (-errno) as the file's writeback error
+ * for zr_file_take_error(), unless one is recorded already.
+ */
+void zr_file_note_error(struct zr_file *f, int err);
+
+/**
  * zr_file_io_lock()/zr_file_io_unlock() - the file's I/O mutex, held by
  * writeback around ops->writeback(). The filesystem holds it around a
  * truncate of the backing file so that no stale block is written past the

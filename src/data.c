@@ -2463,13 +2463,15 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	struct zr_fs *fs = zr_fs_of(req);
 	struct zr_inode *in = zr_inode_from_ino(fs, ino);
+	bool writer;
 	int fd, rc;
 
 	if (zr_is_ctl(ino)) {
 		fuse_reply_err(req, 0);
 		return;
 	}
-	rc = zr_data_flush_inode(fs, in, fi && (fi->fh & ZR_FH_WRITER));
+	writer = fi && (fi->fh & ZR_FH_WRITER);
+	rc = zr_data_flush_inode(fs, in, writer);
 	if (rc == 0)
 		rc = backing_fd(fs, in, 0, false, &fd);
 	if (rc == 0) {
@@ -2484,6 +2486,12 @@ void zr_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 				 * left the tier or bypassed it) */
 				if (in->blocks)
 					(void)zr_file_redirty(in->blocks);
+				/* the error was the backing fd's, which the
+				 * writers' handles share (errseq: this call
+				 * took it from them): a reader's fsync leaves
+				 * it for them too (helper-89) */
+				if (in->blocks && !writer)
+					zr_file_note_error(in->blocks, rc);
 			}
 			zr_fd_put(fs, in);
 		}

@@ -268,8 +268,8 @@ struct zr_inode {
 
 /*
  * fuse_file_info.fh of a regular file's handle: ZR_FH_WRITER when it was
- * opened for writing, so that its close (FLUSH) reports the file's
- * writeback errors and a reader's does not.
+ * opened for writing, so that its close (FLUSH) and its fsync report the
+ * file's recorded writeback errors and a reader's do not.
  */
 #define ZR_FH_WRITER 1u
 

@@ -1637,6 +1637,14 @@ int zr_file_take_error(struct zr_file *f)
 	return e;
 }
 
+void zr_file_note_error(struct zr_file *f, int err)
+{
+	pthread_mutex_lock(&f->lock);
+	if (!f->error)
+		f->error = err;
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* ---- writeback ---- */
 
 /* Whether a dirty slot is chosen by the ZR_WB_* filter of @flags. */

@@ -208,6 +208,8 @@ except OSError as e:
 # room for the writeback: remounted by a system call, not mount(8), whose
 # fork and exec would close copies of the writer's fd (a FLUSH each)
 libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                       ctypes.c_ulong, ctypes.c_void_p]
 MS_REMOUNT = 32
 if libc.mount(b"tmpfs", backing.encode(), b"tmpfs", MS_REMOUNT, b"size=64m") != 0:
     print("remount error:", os.strerror(ctypes.get_errno()))

@@ -12,7 +12,10 @@
 # (4) The backing filesystem's fsync fails (EIO, as when the device fails a
 # write the page cache took): the writer's fsync gets EIO, the blocks the
 # tier holds of the file are dirty again, and a later fsync, once the fault
-# is lifted, writes them again and succeeds.
+# is lifted, writes them again and succeeds. (5) A reader's fsync meets
+# that failure: it gets EIO, and so does the writer's close after it (the
+# reader's fsync of the backing fd, which every handle shares, took the
+# error from the writer's: its close returned 0; helper-89).
 . "$(dirname "$0")/lib.sh"
 zr_init
 zr_need_daemon "the fault is injected into the daemon"
@@ -74,3 +77,37 @@ cmp "$ZR_TMP/want" "$M/f" || fail "the file reads back wrong once the fault is l
 zr_umount
 cmp "$ZR_TMP/want" "$B/f" || fail "the backing file is not the old data plus the write"
 say "ok: the backing file holds the old data and the write"
+
+say "5: a reader's fsync meets the failure, then the writer closes"
+ZR_FAULT_NAME=f ZR_FAULT_ARMED=$ZR_TMP/armed ZR_FAULT_FSYNC=1 \
+	zr_mount_fault "block_size=64k" "$B" "$M"
+M=$ZR_MNT
+out=$(python3 - "$M/f" "$ZR_TMP/armed" <<'PY'
+import os, sys
+path, armed = sys.argv[1], sys.argv[2]
+w = os.open(path, os.O_WRONLY)
+os.pwrite(w, b"\x5a" * 65536, 0)
+os.close(os.open(path, os.O_WRONLY))	# the kernel's pages go to the daemon
+open(armed, "w").close()
+r = os.open(path, os.O_RDONLY)
+try:
+    os.fsync(r)
+    print("reader fsync ok")
+except OSError as e:
+    print("reader fsync error:", e.strerror)
+os.unlink(armed)
+os.close(r)
+try:
+    os.close(w)
+    print("writer close ok")
+except OSError as e:
+    print("writer close error:", e.strerror)
+PY
+) || fail "the script failed: $out"
+echo "$out" | sed 's/^/     /'
+echo "$out" | grep -qx "reader fsync error: Input/output error" ||
+	fail "the reader's fsync did not meet the backing fsync's failure: the case is not tested"
+echo "$out" | grep -qx "writer close error: Input/output error" ||
+	fail "the writer's close did not report the failed fsync that a reader's fsync met"
+zr_umount
+say "ok"
