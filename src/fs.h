@@ -385,6 +385,8 @@ struct zr_fs {
 	pthread_mutex_t dirh_lock;
 	struct zr_dirh *dirh_head, *dirh_tail;	/* dirh_lock */
 	unsigned ndirh;			/* dirh_lock */
+	struct zr_dirh *dirh_all;	/* dirh_lock: every open handle, for
+					 * zr_dirh_free_all() at the exit */
 	unsigned dir_pins;		/* atomic: removed directories with a pinned fd
 					 * (ops.c prepare_unlink, zr_dir_unpin) */
 	unsigned file_pins;		/* atomic: files unlinked while open with a
@@ -606,6 +608,7 @@ bool zr_data_may_expire_cb(void *ctx, void *owner);
 uint64_t zr_data_space_cb(void *ctx, void *owner);
 int zr_data_truncate(struct zr_fs *fs, struct zr_inode *ino, int fd, uint64_t size,
 		     bool open_trunc);
+void zr_dirh_free_all(struct zr_fs *fs);
 int zr_data_syncfs(struct zr_fs *fs, const char *who);
 void zr_data_note_subfs(struct zr_fs *fs, struct zr_inode *ino, int fd);
 uint64_t zr_data_mount_id(int fd);

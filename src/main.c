@@ -936,6 +936,7 @@ out_session:
 out_store:
 	zr_cpulat_stop(&the_fs);
 	zr_wb_stop(&the_fs);
+	zr_dirh_free_all(&the_fs);
 	zr_fs_destroy(&the_fs);
 	zr_data_ghost_free(&the_fs);
 	zr_store_destroy(the_fs.store);

@@ -2076,7 +2076,8 @@ static void zr_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
  *
  * Locking: zr_dirh.lock serialises the use of one handle's stream (dp, pos,
  * pending). fs->dirh_lock protects the list of handles with a stream open
- * (dirh_head, dirh_tail, ndirh, and each handle's listed/prev/next); it is
+ * (dirh_head, dirh_tail, ndirh, and each handle's listed/prev/next), and
+ * the list of every handle (dirh_all, all_prev/all_next); it is
  * taken alone or under one zr_dirh.lock, and under it the lock of another
  * handle is only try-locked.
  */
@@ -2089,7 +2090,52 @@ struct zr_dirh {
 	bool evictable;		/* lock: offsets of its filesystem survive a reopen */
 	bool listed;		/* dirh_lock: on the list (its stream is open) */
 	struct zr_dirh *prev, *next;	/* dirh_lock: most recently read first */
+	struct zr_dirh *all_prev, *all_next;	/* dirh_lock: fs->dirh_all */
 };
+
+/* Put @d on (@on) or take it off the list of every handle. */
+static void dirh_all_set(struct zr_fs *fs, struct zr_dirh *d, bool on)
+{
+	pthread_mutex_lock(&fs->dirh_lock);
+	if (on) {
+		d->all_prev = NULL;
+		d->all_next = fs->dirh_all;
+		if (fs->dirh_all)
+			fs->dirh_all->all_prev = d;
+		fs->dirh_all = d;
+	} else {
+		if (d->all_prev)
+			d->all_prev->all_next = d->all_next;
+		else
+			fs->dirh_all = d->all_next;
+		if (d->all_next)
+			d->all_next->all_prev = d->all_prev;
+	}
+	pthread_mutex_unlock(&fs->dirh_lock);
+}
+
+/**
+ * zr_dirh_free_all() - at the exit, after the session: free the directory
+ * handles whose RELEASEDIR never came (the kernel drops those it has not
+ * sent when the mount goes; helper-87). Their inodes go with the table.
+ */
+void zr_dirh_free_all(struct zr_fs *fs)
+{
+	struct zr_dirh *d, *next;
+
+	pthread_mutex_lock(&fs->dirh_lock);
+	for (d = fs->dirh_all; d; d = next) {
+		next = d->all_next;
+		if (d->dp)
+			closedir(d->dp);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+	}
+	fs->dirh_all = NULL;
+	fs->dirh_head = fs->dirh_tail = NULL;
+	fs->ndirh = 0;
+	pthread_mutex_unlock(&fs->dirh_lock);
+}
 
 /* Streams kept open at most: a quarter of the fd cache, 16 at least. */
 static unsigned dirh_max(const struct zr_fs *fs)
@@ -2240,10 +2286,12 @@ static void zr_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	pthread_rwlock_unlock(&in->lock);
 	pthread_mutex_init(&d->lock, NULL);
 	d->is_root = ino == FUSE_ROOT_ID;
+	dirh_all_set(fs, d, true);
 	fi->fh = (uint64_t)(uintptr_t)d;
 	fi->cache_readdir = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* the opener is gone (interrupted): no RELEASEDIR will come */
+		dirh_all_set(fs, d, false);
 		pthread_rwlock_wrlock(&in->lock);
 		in->open_count--;
 		pthread_rwlock_unlock(&in->lock);
@@ -2409,6 +2457,7 @@ static void zr_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_in
 		if (d->listed)
 			dirh_unlist(fs, d);
 		pthread_mutex_unlock(&fs->dirh_lock);
+		dirh_all_set(fs, d, false);
 		if (d->dp)
 			closedir(d->dp);
 		pthread_mutex_destroy(&d->lock);
