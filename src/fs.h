@@ -350,8 +350,9 @@ struct zr_fs {
 					 * so */
 	/* Other filesystems mounted inside the backing directory that files
 	 * were opened for writing on: the root of each one's mount, open
-	 * (its first such file's, when that cannot be found), for
-	 * zr_data_syncfs() to sync as well. Opened before the first write
+	 * beneath the backing root (a duplicate of its first such file's
+	 * descriptor when that cannot be), for zr_data_syncfs() to sync as
+	 * well. Opened before the first write
 	 * there, so that its syncfs sees every error from then on (errseq:
 	 * a descriptor opened later would not). Entries are only added, and
 	 * closed by zr_fs_destroy(). */
